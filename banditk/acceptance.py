@@ -1,0 +1,44 @@
+"""Per-position acceptance: counting and expected tokens.
+
+alpha_i = P(draft i accepted | drafts 1..i-1 accepted). A request that drafted k
+tokens and had m accepted contributes successes at positions 1..m and one failure
+at position m + 1 when m < k; later positions are unobserved.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def position_counts(drafted: np.ndarray, accepted: np.ndarray, k_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """Successes and failures per position 1..k_max from per-request counts.
+
+    Returns two float arrays of length ``k_max``, index 0 being position 1.
+
+    >>> s, f = position_counts(np.array([3, 3, 2]), np.array([3, 1, 0]), 3)
+    >>> s.tolist(), f.tolist()
+    ([2.0, 1.0, 1.0], [1.0, 1.0, 0.0])
+    """
+    # One histogram over (m, stopped-short): succ[i-1] = #requests with m >= i (a
+    # reverse cumulative count of m); a failure sits at position m + 1 for every
+    # request with m < k.
+    code = 2 * accepted + (accepted < drafted)
+    hist = np.bincount(code, minlength=2 * (k_max + 1))[: 2 * (k_max + 1)].reshape(k_max + 1, 2)
+    per_m = hist.sum(axis=1)
+    succ = np.cumsum(per_m[::-1])[::-1][1:]
+    fail = hist[:k_max, 1]
+    return succ.astype(np.float64), fail.astype(np.float64)
+
+
+def expected_tokens(alpha: np.ndarray) -> np.ndarray:
+    """E(K) = 1 + sum_{j<=K} prod_{i<=j} alpha_i for K = 0..len(alpha).
+
+    Works on the last axis, so a batch of sampled alpha vectors gives a batch of curves.
+
+    >>> expected_tokens(np.array([0.5, 0.5])).tolist()
+    [1.0, 1.5, 1.75]
+    """
+    reach = np.cumprod(alpha, axis=-1)
+    out = np.ones(alpha.shape[:-1] + (alpha.shape[-1] + 1,))
+    out[..., 1:] += np.cumsum(reach, axis=-1)
+    return out

@@ -1,0 +1,79 @@
+"""Batch-size buckets with hysteresis.
+
+Bucket ``i`` holds batch sizes ``edges[i] <= B < edges[i + 1]``; the last bucket is
+open-ended. Near an edge the previous bucket is kept (hysteresis), so a batch that
+wobbles by a request across an edge does not flip the posterior the governor consults.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+
+from .errors import ConfigError
+
+DEFAULT_BUCKET_EDGES: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+
+def check_bucket_edges(edges: object, field: str = "bucket_edges") -> tuple[int, ...]:
+    """Validate bucket edges: strictly increasing positive integers starting at 1.
+
+    >>> check_bucket_edges([1, 4, 16])
+    (1, 4, 16)
+    """
+    if not isinstance(edges, Sequence) or isinstance(edges, (str, bytes)) or len(edges) == 0:
+        raise ConfigError(f"`{field}` must be a non-empty list of integers, got {edges!r}.")
+    out = []
+    for e in edges:
+        if isinstance(e, bool) or not isinstance(e, int) or e < 1:
+            raise ConfigError(f"`{field}` must hold positive integers, got {e!r} in {list(edges)!r}.")
+        out.append(e)
+    if out[0] != 1:
+        raise ConfigError(f"`{field}` must start at 1 so every batch size has a bucket, got {list(edges)!r}.")
+    if any(b <= a for a, b in zip(out, out[1:])):
+        raise ConfigError(f"`{field}` must be strictly increasing, got {list(edges)!r}.")
+    if len(out) > 256:
+        raise ConfigError(f"`{field}` may hold at most 256 edges, got {len(out)}.")
+    return tuple(out)
+
+
+def bucket_of(edges: Sequence[int], batch_size: int) -> int:
+    """Index of the bucket holding ``batch_size`` (>= 1).
+
+    >>> bucket_of((1, 2, 4, 8), 5)
+    2
+    """
+    return bisect.bisect_right(edges, batch_size) - 1
+
+
+def bucket_with_hysteresis(edges: Sequence[int], batch_size: int, previous: int, margin: float) -> int:
+    """Bucket for ``batch_size``, keeping ``previous`` while B is within ``margin`` of its range.
+
+    The previous bucket ``[lo, hi)`` is kept for ``lo - floor(margin * lo) <= B < hi + floor(margin * hi)``:
+    whole requests, so the one-value buckets at small B have no hysteresis.
+
+    >>> bucket_with_hysteresis((1, 8, 16), 16, previous=1, margin=0.1)
+    1
+    >>> bucket_with_hysteresis((1, 8, 16), 17, previous=1, margin=0.1)
+    2
+    >>> bucket_with_hysteresis((1, 2, 3), 2, previous=0, margin=0.1)
+    1
+    """
+    if 0 <= previous < len(edges):
+        lo = edges[previous]
+        hi = edges[previous + 1] if previous + 1 < len(edges) else math.inf
+        if lo - math.floor(margin * lo) <= batch_size < hi + (math.floor(margin * hi) if hi != math.inf else 0):
+            return previous
+    return bucket_of(edges, batch_size)
+
+
+def representative_batch(edges: Sequence[int], bucket: int) -> float:
+    """A batch size that stands for the bucket: the geometric middle of its range.
+
+    >>> representative_batch((1, 2, 4), 1)
+    2.449489742783178
+    """
+    lo = edges[bucket]
+    hi = edges[bucket + 1] - 1 if bucket + 1 < len(edges) else lo * 1.5
+    return math.sqrt(lo * max(hi, lo))

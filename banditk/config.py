@@ -1,0 +1,142 @@
+"""Hyperparameters of the bandit governor, apart from anything it learns."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from .buckets import DEFAULT_BUCKET_EDGES, check_bucket_edges
+from .drafters import check_drafter_class
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class GovernorConfig:
+    """Configuration of :class:`banditk.governor.BanditGovernor`.
+
+    Every field has a default except the drafter class and K_max, which come from
+    the server's speculative config.
+    """
+
+    drafter_class: str
+    """Drafter class (see :data:`banditk.drafters.DRAFTER_CLASSES`)."""
+
+    k_max: int
+    """Largest K: vLLM's ``num_speculative_tokens``."""
+
+    bucket_edges: tuple[int, ...] = DEFAULT_BUCKET_EDGES
+    """Lower edges of the batch-size buckets; must start at 1."""
+
+    switch_penalty: float = 0.03
+    """Relative advantage a sampled K needs over the current K before the governor
+    switches: larger means fewer switches but slower reaction. 0.03 cut switches on a
+    tied stream by an order of magnitude at under 1% goodput cost (tests/test_tradeoffs.py)."""
+
+    decision_interval: int = 8
+    """Steps a sampled K is held in the same bucket before the posterior is sampled
+    again (a bucket change or KV pressure resamples at once). Holding turns a sampled
+    advantage into several observations instead of a switch and a switch back, and
+    makes most steps nearly free."""
+
+    bucket_hysteresis: float = 0.1
+    """Fraction of a bucket's range by which B may stray past its edges before the
+    governor moves to the neighbouring bucket."""
+
+    discount: float = 0.998
+    """Forgetting factor applied to a bucket's latency data (and to acceptance data)
+    each time it is observed: memory of about 1 / (1 - discount) steps. Closer to 1
+    means a sharper posterior but slower tracking of drift."""
+
+    model_discount: float = 0.9998
+    """Forgetting factor of the parametric latency model, per observation. Slower than
+    ``discount``: the model's job is the shape of cost over B and K across all cells,
+    which needs data from many batch sizes and changes only with hardware or model."""
+
+    kv_pressure_threshold: float = 0.85
+    """KV-cache usage above which deep K is penalised (lookahead slots risk preemption)."""
+
+    kv_pressure_weight: float = 3.0
+    """Strength of the KV penalty: goodput of K is scaled by
+    exp(-weight * K / K_max * excess), excess going 0..1 from the threshold to a full cache."""
+
+    latency_cv: float = 0.1
+    """Prior guess of step-time noise as a fraction of the mean (scale-free)."""
+
+    cell_prior_count: float = 0.1
+    """Weight, in observations, of the parametric model's estimate in a latency cell."""
+
+    regression_refresh: int = 32
+    """Refit the parametric latency model every this many observations (it is cheap
+    but not free; cells carry the fine detail)."""
+
+    max_step_s: float = 600.0
+    """Step durations above this are clipped before learning, so a stalled clock or a
+    suspended process cannot poison the posterior."""
+
+    seed: int | None = 0
+    """Seed of the Thompson sampler's random generator; None draws one from the OS."""
+
+    def __post_init__(self) -> None:
+        check_drafter_class(self.drafter_class, "drafter_class")
+        _int(self.k_max, "k_max", 1, 64)
+        object.__setattr__(self, "bucket_edges", check_bucket_edges(self.bucket_edges))
+        _float(self.switch_penalty, "switch_penalty", 0.0, 10.0)
+        _int(self.decision_interval, "decision_interval", 1, 10_000)
+        _float(self.bucket_hysteresis, "bucket_hysteresis", 0.0, 1.0)
+        _float(self.discount, "discount", 0.5, 1.0)
+        _float(self.model_discount, "model_discount", 0.5, 1.0)
+        _float(self.kv_pressure_threshold, "kv_pressure_threshold", 0.0, 0.999)
+        _float(self.kv_pressure_weight, "kv_pressure_weight", 0.0, 100.0)
+        _float(self.latency_cv, "latency_cv", 1e-4, 10.0)
+        _float(self.cell_prior_count, "cell_prior_count", 1e-6, 1e6)
+        _int(self.regression_refresh, "regression_refresh", 1, 1_000_000)
+        _float(self.max_step_s, "max_step_s", 1e-6, 1e6)
+        if self.seed is not None:
+            _int(self.seed, "seed", 0, 2**63 - 1)
+
+    @property
+    def num_buckets(self) -> int:
+        return len(self.bucket_edges)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["bucket_edges"] = list(self.bucket_edges)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: object) -> "GovernorConfig":
+        """Build from a JSON-like dict; unknown or ill-typed fields raise :class:`ConfigError`.
+
+        >>> GovernorConfig.from_dict({"drafter_class": "mtp", "k_max": 4}).switch_penalty
+        0.03
+        >>> GovernorConfig.from_dict({"drafter_class": "mtp", "k_max": 4, "discount": 2})
+        Traceback (most recent call last):
+        ...
+        banditk.errors.ConfigError: `discount` must be in [0.5, 1.0], got 2.
+        """
+        if not isinstance(d, dict):
+            raise ConfigError(f"governor config must be a JSON object, got {type(d).__name__}: {d!r}.")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"Unknown governor config field(s) {unknown}; known: {sorted(names)}.")
+        for required in ("drafter_class", "k_max"):
+            if required not in d:
+                raise ConfigError(f"governor config is missing `{required}`.")
+        d = dict(d)
+        if "bucket_edges" in d and isinstance(d["bucket_edges"], list):
+            d["bucket_edges"] = tuple(d["bucket_edges"])
+        return cls(**d)
+
+
+def _int(value: object, name: str, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(f"`{name}` must be an integer in [{lo}, {hi}], got {value!r}.")
+
+
+def _float(value: object, name: str, lo: float, hi: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"`{name}` must be a finite number, got {value!r}.")
+    if not lo <= value <= hi:
+        raise ConfigError(f"`{name}` must be in [{lo}, {hi}], got {value!r}.")

@@ -1,0 +1,364 @@
+"""The bandit governor: Thompson sampling over K on a posterior of goodput.
+
+Per drafter class it keeps
+- per-position conditional acceptance Beta posteriors (shared by all batch sizes),
+- per (batch bucket, K) Normal-Inverse-Gamma posteriors of the mean step time, whose
+  prior mean comes from a parametric latency model learned online over all cells.
+
+Each step it draws acceptance and step times from the posterior, scores goodput
+G(K) = B * E(K) / t(bucket, K) for every K, discounts deep K near a full KV cache,
+gives the current K a relative bonus (the switching cost) and picks the best.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from . import latency_model, nig
+from .sampling import gamma_variates
+from .acceptance import expected_tokens, position_counts
+from .buckets import bucket_with_hysteresis, representative_batch
+from .config import GovernorConfig
+from .errors import DrafterClassMismatchError, IncompatiblePriorError, InvalidContextError, InvalidDecisionError, InvalidOutcomeError
+from .prior import Prior
+from .stats import SufficientStats
+from .types import Decision, StepContext, StepOutcome
+
+#: Shape parameter a0 of the cells' inverse-gamma noise prior: 2 is the weakest
+#: with a finite mean, so the prior noise guess (latency_cv * mean) is its mean.
+_NOISE_SHAPE = 2.0
+#: Floor on a sampled step time, against division by ~0 from a wild draw.
+_MIN_STEP_S = 1e-7
+#: Relative width of the default regression prior around its mean weights.
+_REGRESSION_PRIOR_WIDTH = 1.0
+_ONE = np.ones(1)
+
+
+class BanditGovernor:
+    """Thompson-sampling governor of speculative depth K.
+
+    Args:
+        config: hyperparameters.
+        prior: optional prior of the same drafter class.
+
+    Raises:
+        DrafterClassMismatchError: the prior is of another drafter class.
+        IncompatiblePriorError: the prior's K_max is smaller or its bucket edges differ.
+
+    Examples:
+        >>> import numpy as np
+        >>> from banditk.types import StepContext, StepOutcome
+        >>> gov = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4))
+        >>> d = gov.select(StepContext(num_decoding=8, k_max=4, drafter_class="mtp"))
+        >>> 0 <= d.k <= 4
+        True
+        >>> gov.observe(d, StepOutcome(np.full(8, d.k), np.zeros(8, dtype=int), 0.02))
+    """
+
+    name = "bandit"
+
+    def __init__(self, config: GovernorConfig, prior: Prior | None = None) -> None:
+        self.config = config
+        k_max, nb = config.k_max, config.num_buckets
+        self._prior_stats = SufficientStats.zeros(k_max, nb)
+        self._prior_weights: np.ndarray | None = None
+        self.prior = prior
+        if prior is not None:
+            self._prior_stats = _fit_prior(config, prior)
+            self._prior_weights = None if prior.latency_weights is None else np.array(prior.latency_weights, dtype=float)
+        self.data = SufficientStats.zeros(k_max, nb)
+        self._rng = np.random.Generator(np.random.PCG64(config.seed))
+        self._rep_batch = np.array([representative_batch(config.bucket_edges, b) for b in range(nb)])
+        self._design = np.stack([latency_model.features(B, np.arange(k_max + 1)) for B in self._rep_batch])
+        self.prev_k = -1
+        self.prev_bucket = -1
+        self._held = 0
+        self.steps = 0
+        self.observations = 0
+        self.switches = 0
+        self.k_counts = np.zeros(k_max + 1, dtype=np.int64)
+        self._cell_prior_mean = np.zeros((nb, k_max + 1))
+        # (B, K, t) observed since the regression statistics were last brought up to
+        # date; folded in, with their discount weights, at each refresh.
+        self._pending: list[tuple[float, int, float]] = []
+        self._refresh_latency_model()
+
+    # ---- the two calls -------------------------------------------------------------
+
+    def select(self, context: StepContext) -> Decision:
+        """Choose K for one scheduler step."""
+        cfg = self.config
+        if context.drafter_class != cfg.drafter_class:
+            raise DrafterClassMismatchError(
+                f"context.drafter_class={context.drafter_class!r} but this governor learns {cfg.drafter_class!r}."
+            )
+        if context.k_max != cfg.k_max:
+            raise InvalidContextError(f"context.k_max={context.k_max} but the governor was built for k_max={cfg.k_max}.")
+        self.steps += 1
+        batch = context.num_decoding
+        if batch == 0:
+            # Nothing decodes: K is moot; keep the current one and learn nothing.
+            return Decision(k=max(self.prev_k, 0), bucket=-1, num_decoding=0, step_id=self.steps)
+        bucket = bucket_with_hysteresis(cfg.bucket_edges, batch, self.prev_bucket, cfg.bucket_hysteresis)
+        kv_pressed = context.kv_usage > cfg.kv_pressure_threshold and cfg.kv_pressure_weight > 0
+        if bucket == self.prev_bucket and self._held < cfg.decision_interval - 1 and not kv_pressed:
+            # Within a decision epoch: keep K, so that one sampled advantage becomes
+            # several observations instead of a switch and a switch back.
+            self._held += 1
+            self.k_counts[self.prev_k] += 1
+            return Decision(k=self.prev_k, bucket=bucket, num_decoding=batch, step_id=self.steps)
+        self._held = 0
+        scores = self._sample_tokens_per_s(bucket)
+        scores *= batch
+        if kv_pressed:
+            excess = (context.kv_usage - cfg.kv_pressure_threshold) / (1.0 - cfg.kv_pressure_threshold)
+            scores *= np.exp(-cfg.kv_pressure_weight * excess * np.arange(cfg.k_max + 1) / cfg.k_max)
+        if self.prev_k >= 0:
+            scores[self.prev_k] *= 1.0 + cfg.switch_penalty
+        k = int(np.argmax(scores))
+        if self.prev_k >= 0 and k != self.prev_k:
+            self.switches += 1
+        self.prev_k, self.prev_bucket = k, bucket
+        self.k_counts[k] += 1
+        return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=tuple(scores.tolist()))
+
+    def observe(self, decision: Decision, outcome: StepOutcome) -> None:
+        """Learn from the verification of ``decision``'s drafts."""
+        cfg = self.config
+        k, bucket = decision.k, decision.bucket
+        if not 0 <= k <= cfg.k_max:
+            raise InvalidDecisionError(f"decision.k={k} is outside 0..k_max={cfg.k_max}.")
+        if not -1 <= bucket < cfg.num_buckets:
+            raise InvalidDecisionError(f"decision.bucket={bucket} is outside -1..{cfg.num_buckets - 1}.")
+        if bucket < 0:
+            return
+        drafted, accepted = outcome.drafted, outcome.accepted
+        if drafted.size and int(drafted.max()) > cfg.k_max:
+            raise InvalidOutcomeError(f"outcome.drafted has {int(drafted.max())} drafts, above k_max={cfg.k_max}.")
+        gamma = cfg.discount
+        data = self.data
+        if drafted.size and drafted.any():
+            succ, fail = position_counts(drafted, accepted, cfg.k_max)
+            # Forget only where new evidence arrives: positions beyond the drafted
+            # depth keep what they knew instead of decaying to the prior.
+            seen = (succ + fail) > 0
+            data.acc_successes[seen] *= gamma
+            data.acc_failures[seen] *= gamma
+            data.acc_successes += succ
+            data.acc_failures += fail
+            self._acc_a = 1.0 + self._prior_stats.acc_successes + data.acc_successes
+            self._acc_b = 1.0 + self._prior_stats.acc_failures + data.acc_failures
+        t = min(outcome.step_duration_s, cfg.max_step_s)
+        if t > 0.0:
+            # Each cell is an exponentially weighted window over its own observations;
+            # cells not played keep their estimate (the regression, discounted on every
+            # step, carries drift to them through their prior mean).
+            data.cell_n[bucket, k] = data.cell_n[bucket, k] * gamma + 1.0
+            data.cell_sum[bucket, k] = data.cell_sum[bucket, k] * gamma + t
+            data.cell_sumsq[bucket, k] = data.cell_sumsq[bucket, k] * gamma + t * t
+            self._update_cell_posterior(bucket, k)
+            self._pending.append((float(decision.num_decoding), k, t))
+            if self._scale_pending:
+                self._refresh_latency_model()
+        self.observations += 1
+        if self.observations % cfg.regression_refresh == 0:
+            self._refresh_latency_model()
+
+    # ---- posterior -----------------------------------------------------------------
+
+    def acceptance_params(self) -> tuple[np.ndarray, np.ndarray]:
+        """Beta(a, b) per position: Beta(1, 1) + prior + data."""
+        return self._acc_a.copy(), self._acc_b.copy()
+
+    def latency_params(self, bucket: int | slice = slice(None)):
+        """Normal-Inverse-Gamma posterior (m, k, a, b) of the mean step time per (bucket, K)."""
+        p, d = self._prior_stats, self.data
+        m0 = self._cell_prior_mean[bucket]
+        b0 = _NOISE_SHAPE * (self.config.latency_cv * m0) ** 2
+        return nig.posterior(
+            m0, self.config.cell_prior_count, _NOISE_SHAPE, b0,
+            p.cell_n[bucket] + d.cell_n[bucket], p.cell_sum[bucket] + d.cell_sum[bucket],
+            p.cell_sumsq[bucket] + d.cell_sumsq[bucket],
+        )
+
+    def _sample_tokens_per_s(self, bucket: int) -> np.ndarray:
+        """One Thompson draw of E(K) / t(bucket, K) for K = 0..K_max.
+
+        All gamma variates come from one call (a Beta draw is G_a / (G_a + G_b)), which
+        keeps the per-step cost near the numpy call overhead.
+        """
+        rng, km = self._rng, self.config.k_max
+        g = gamma_variates(rng, np.concatenate((self._acc_a, self._acc_b, self._post_a[bucket])))
+        alpha = g[:km] / (g[:km] + g[km : 2 * km])
+        tokens = np.concatenate((_ONE, 1.0 + np.cumsum(np.cumprod(alpha))))
+        mn = self._post_m[bucket]
+        t = mn + np.sqrt(self._post_b[bucket] / (g[2 * km :] * self._post_k[bucket])) * rng.standard_normal(km + 1)
+        return tokens / np.maximum(t, _MIN_STEP_S)
+
+    def _update_posterior_cache(self) -> None:
+        """Recompute the cached posterior parameters of every cell and position."""
+        p, d = self._prior_stats, self.data
+        self._acc_a = 1.0 + p.acc_successes + d.acc_successes
+        self._acc_b = 1.0 + p.acc_failures + d.acc_failures
+        self._post_m, self._post_k, self._post_a, self._post_b = (np.array(v, dtype=float) for v in self.latency_params())
+
+    def _update_cell_posterior(self, bucket: int, k: int) -> None:
+        """Recompute one cell's cached posterior (scalar arithmetic: this runs every step)."""
+        p, d = self._prior_stats, self.data
+        m0 = float(self._cell_prior_mean[bucket, k])
+        n = float(p.cell_n[bucket, k] + d.cell_n[bucket, k])
+        s = float(p.cell_sum[bucket, k] + d.cell_sum[bucket, k])
+        ss = float(p.cell_sumsq[bucket, k] + d.cell_sumsq[bucket, k])
+        b0 = _NOISE_SHAPE * (self.config.latency_cv * m0) ** 2
+        mn, kn, an, bn = nig.posterior_scalar(m0, self.config.cell_prior_count, _NOISE_SHAPE, b0, n, s, ss)
+        self._post_m[bucket, k], self._post_k[bucket, k] = mn, kn
+        self._post_a[bucket, k], self._post_b[bucket, k] = an, bn
+
+    def mean_goodput(self) -> np.ndarray:
+        """Posterior-mean goodput (tokens/s) per (bucket, K) at each bucket's representative B."""
+        a, b = self.acceptance_params()
+        tokens = expected_tokens(a / (a + b))  # independent Betas: E[prod] = prod E
+        mn = self.latency_params()[0]
+        return self._rep_batch[:, None] * tokens[None, :] / np.maximum(mn, _MIN_STEP_S)
+
+    def prob_best(self, samples: int = 2000, seed: int = 0) -> np.ndarray:
+        """Monte-Carlo P(K is best) per (bucket, K), from a separate generator (state untouched)."""
+        rng = np.random.default_rng(seed)
+        a, b = self.acceptance_params()
+        tokens = expected_tokens(rng.beta(a, b, size=(samples, a.size)))  # (S, K+1)
+        mn, kn, an, bn = self.latency_params()
+        shape = (samples,) + mn.shape
+        sigma2 = bn / rng.standard_gamma(np.broadcast_to(an, shape))
+        t = np.maximum(mn + np.sqrt(sigma2 / kn) * rng.standard_normal(shape), _MIN_STEP_S)
+        best = np.argmax(tokens[:, None, :] / t, axis=-1)  # (S, buckets)
+        k1 = self.config.k_max + 1
+        return np.stack([np.bincount(best[:, i], minlength=k1) for i in range(best.shape[1])]) / samples
+
+    def latency_weights(self) -> np.ndarray:
+        """Current posterior-mean weights of the parametric latency model."""
+        return self._weights.copy()
+
+    def _fold_pending(self) -> None:
+        """Bring the regression statistics up to date with the observations since the last fold.
+
+        The j-th of m pending observations is ``m - 1 - j`` steps old, so it carries
+        weight gamma^(m-1-j), exactly as if it had been added when observed.
+        """
+        if not self._pending:
+            return
+        d, gamma = self.data, self.config.model_discount
+        obs = np.array(self._pending)
+        m = obs.shape[0]
+        x = latency_model.features_rows(obs[:, 0], obs[:, 1])
+        w = gamma ** np.arange(m - 1, -1, -1, dtype=float)
+        d.reg_xtx = d.reg_xtx * gamma**m + (x * w[:, None]).T @ x
+        d.reg_xty = d.reg_xty * gamma**m + (w * obs[:, 2]) @ x
+        d.reg_n = d.reg_n * gamma**m + float(w.sum())
+        self._pending.clear()
+
+    def _refresh_latency_model(self) -> None:
+        """Refit the parametric model, reset every cell's prior mean from it, refresh caches."""
+        self._fold_pending()
+        p, d = self._prior_stats, self.data
+        xtx, xty, n = p.reg_xtx + d.reg_xtx, p.reg_xty + d.reg_xty, p.reg_n + d.reg_n
+        w0 = self._regression_prior_mean(xtx, xty, n)
+        self._scale_pending = w0 is None
+        if w0 is None:
+            # No prior weights and no data yet: every cell starts equal, unknown scale.
+            self._weights = np.zeros(len(latency_model.FEATURES))
+            self._cell_prior_mean = np.full(self._cell_prior_mean.shape, 1e-2)
+        else:
+            width = _REGRESSION_PRIOR_WIDTH * np.maximum(np.abs(w0), 1e-12)
+            # Prior precision relative to the noise variance, guessed as latency_cv of
+            # the mean step time (the cells learn the real noise).
+            t_mean = xty[0] / n if n > 0 else float(w0[0])
+            noise_var = (self.config.latency_cv * t_mean) ** 2
+            self._weights = latency_model.solve(w0, np.diag(noise_var / width**2), xtx, xty)
+            floor = max(float(w0[0]) * 1e-3, _MIN_STEP_S)
+            self._cell_prior_mean = np.maximum(self._design @ self._weights, floor)
+        self._update_posterior_cache()
+
+    def _regression_prior_mean(self, xtx: np.ndarray, xty: np.ndarray, n: float) -> np.ndarray | None:
+        if self._prior_weights is not None:
+            return self._prior_weights
+        if n <= 0:
+            return None
+        # Default shape, scaled so that the average observed step fits: w0 = c * shape.
+        x_mean, t_mean = xtx[0] / n, xty[0] / n  # feature 0 is the constant 1
+        c = t_mean / max(float(x_mean @ latency_model.DEFAULT_SHAPE), 1e-300)
+        return c * latency_model.DEFAULT_SHAPE
+
+    # ---- reporting -----------------------------------------------------------------
+
+    def state_line(self) -> str:
+        """One line for a server log: K histogram, acceptance per position, best K per visited bucket."""
+        a, b = self.acceptance_params()
+        hist = " ".join(f"{k}:{int(c)}" for k, c in enumerate(self.k_counts) if c)
+        acc = " ".join(f"{v:.2f}" for v in a / (a + b))
+        g = self.mean_goodput()
+        seen = np.flatnonzero((self.data.cell_n + self._prior_stats.cell_n).sum(axis=1) > 0)
+        edges = self.config.bucket_edges
+        best = " ".join(f"B>={edges[i]}:K={int(np.argmax(g[i]))}({g[i].max():.1f}tok/s)" for i in seen)
+        return f"banditk steps={self.steps} K[{hist}] accept/pos[{acc}] switches={self.switches} best[{best}]"
+
+    def counters(self) -> dict:
+        return {"steps": self.steps, "observations": self.observations, "switches": self.switches,
+                "k_counts": self.k_counts.tolist()}
+
+    # ---- state (for snapshots) -------------------------------------------------------
+
+    def get_state(self) -> dict:
+        """Everything that changes as the governor runs, as JSON types."""
+        self._fold_pending()  # exact: folding early gives the same statistics
+        return {
+            "data": self.data.to_dict(),
+            "cell_prior_mean": self._cell_prior_mean.tolist(),
+            "weights": self._weights.tolist(),
+            "scale_pending": self._scale_pending,
+            "rng": _jsonable_rng_state(self._rng.bit_generator.state),
+            "prev_k": self.prev_k,
+            "prev_bucket": self.prev_bucket,
+            "held": self._held,
+            **self.counters(),
+        }
+
+    def set_state(self, state: dict) -> None:
+        """Restore :meth:`get_state` output (validated by :mod:`banditk.priorfile`)."""
+        cfg = self.config
+        self.data = SufficientStats.from_dict(state["data"], cfg.k_max, cfg.num_buckets, "governor.data")
+        self._cell_prior_mean = np.array(state["cell_prior_mean"], dtype=float)
+        self._weights = np.array(state["weights"], dtype=float)
+        self._scale_pending = bool(state["scale_pending"])
+        self._rng.bit_generator.state = state["rng"]
+        self.prev_k, self.prev_bucket = int(state["prev_k"]), int(state["prev_bucket"])
+        self._held = int(state["held"])
+        self.steps, self.observations = int(state["steps"]), int(state["observations"])
+        self.switches = int(state["switches"])
+        self.k_counts = np.array(state["k_counts"], dtype=np.int64)
+        self._pending.clear()
+        self._update_posterior_cache()
+
+
+def _fit_prior(config: GovernorConfig, prior: Prior) -> SufficientStats:
+    """Check a prior against the config and return its (truncated, capped) statistics."""
+    if prior.key.drafter_class != config.drafter_class:
+        raise DrafterClassMismatchError(
+            f"prior drafter class {prior.key.drafter_class!r} cannot be used for drafter class "
+            f"{config.drafter_class!r}: parameters never transfer across drafter classes."
+        )
+    if prior.k_max < config.k_max:
+        raise IncompatiblePriorError(f"prior k_max={prior.k_max} is below the server's k_max={config.k_max}.")
+    if tuple(prior.bucket_edges) != tuple(config.bucket_edges):
+        raise IncompatiblePriorError(
+            f"prior bucket_edges={list(prior.bucket_edges)} differ from the governor's {list(config.bucket_edges)}."
+        )
+    stats = prior.stats.truncated(config.k_max) if prior.k_max > config.k_max else prior.stats.copy()
+    return stats.capped(prior.strength_cap)
+
+
+def _jsonable_rng_state(state: dict) -> dict:
+    return {k: (_jsonable_rng_state(v) if isinstance(v, dict) else int(v) if not isinstance(v, str) else v)
+            for k, v in state.items()}
+
+

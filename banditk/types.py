@@ -1,0 +1,141 @@
+"""The values that cross the governor's two calls.
+
+``select(StepContext) -> Decision`` once per scheduler step, then
+``observe(Decision, StepOutcome)`` when that step's verification result arrives
+(possibly one step later). These are small frozen values, validated on
+construction so that a bad value is caught where it is made.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .drafters import check_drafter_class
+from .errors import InvalidContextError, InvalidOutcomeError
+
+
+def _check_int(value: object, name: str, lo: int, hi: int | None, exc: type[Exception]) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise exc(f"`{name}` must be an integer, got {value!r}.")
+    if value < lo or (hi is not None and value > hi):
+        bound = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise exc(f"`{name}` must be {bound}, got {value!r}.")
+    return int(value)
+
+
+def _check_duration(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise InvalidOutcomeError(f"`{name}` must be a number of seconds, got {value!r}.")
+    v = float(value)
+    if not math.isfinite(v) or v < 0.0:
+        raise InvalidOutcomeError(f"`{name}` must be finite and >= 0 seconds, got {value!r}.")
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """What the governor sees before a scheduler step.
+
+    Attributes:
+        num_decoding: requests that decode this step (B). Prefill-only requests
+            are excluded: counting them is what makes vLLM's table thrash.
+        k_max: the largest K the server allows (``num_speculative_tokens``).
+        drafter_class: the drafter class, one of :data:`banditk.drafters.DRAFTER_CLASSES`.
+        kv_usage: fraction of the KV cache in use, in [0, 1].
+        queue_len: requests waiting to be scheduled.
+        num_scheduled: every request scheduled this step, prefills included
+            (only vLLM's table baseline uses it). Defaults to ``num_decoding``.
+    """
+
+    num_decoding: int
+    k_max: int
+    drafter_class: str
+    kv_usage: float = 0.0
+    queue_len: int = 0
+    num_scheduled: int = -1
+
+    def __post_init__(self) -> None:
+        _check_int(self.num_decoding, "num_decoding", 0, None, InvalidContextError)
+        _check_int(self.k_max, "k_max", 0, 64, InvalidContextError)
+        _check_int(self.queue_len, "queue_len", 0, None, InvalidContextError)
+        check_drafter_class(self.drafter_class)
+        kv = self.kv_usage
+        if isinstance(kv, bool) or not isinstance(kv, (int, float, np.floating)) or not (0.0 <= float(kv) <= 1.0):
+            raise InvalidContextError(f"`kv_usage` must be a fraction in [0, 1], got {kv!r}.")
+        if self.num_scheduled == -1:
+            object.__setattr__(self, "num_scheduled", int(self.num_decoding))
+        _check_int(self.num_scheduled, "num_scheduled", 0, None, InvalidContextError)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The governor's choice for one step, and what is needed to credit it.
+
+    Attributes:
+        k: draft tokens to propose per request, 0..k_max.
+        bucket: index of the batch-size bucket the step was assigned to (-1
+            for policies without buckets).
+        num_decoding: B at decision time.
+        step_id: the governor's step counter when it decided.
+        sampled_goodput: the Thompson-sampled goodput per K (tokens/s), empty
+            for policies that do not sample.
+    """
+
+    k: int
+    bucket: int
+    num_decoding: int
+    step_id: int
+    sampled_goodput: tuple[float, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """What happened when a decision's drafts were verified.
+
+    Attributes:
+        drafted: per request, the number of draft tokens verified (int array).
+        accepted: per request, the number of those accepted (int array).
+        step_duration_s: wall time of the step, seconds.
+        draft_duration_s: time in drafter forwards, seconds, when measured.
+        target_duration_s: time in the target's verify forward, seconds, when measured.
+    """
+
+    drafted: np.ndarray
+    accepted: np.ndarray
+    step_duration_s: float
+    draft_duration_s: float | None = None
+    target_duration_s: float | None = None
+
+    def __post_init__(self) -> None:
+        drafted = np.asarray(self.drafted)
+        accepted = np.asarray(self.accepted)
+        for name, arr in (("drafted", drafted), ("accepted", accepted)):
+            if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+                raise InvalidOutcomeError(
+                    f"`{name}` must be a 1-D array of integers, got shape {arr.shape} dtype {arr.dtype}."
+                )
+        if drafted.shape != accepted.shape:
+            raise InvalidOutcomeError(
+                f"`drafted` and `accepted` must have one entry per request, got {drafted.size} and {accepted.size}."
+            )
+        if drafted.size:
+            if drafted.min() < 0:
+                raise InvalidOutcomeError(f"`drafted` must be >= 0, got {drafted.min()}.")
+            if accepted.min() < 0:
+                raise InvalidOutcomeError(f"`accepted` must be >= 0, got {accepted.min()}.")
+            bad = np.flatnonzero(accepted > drafted)
+            if bad.size:
+                i = int(bad[0])
+                raise InvalidOutcomeError(
+                    f"`accepted` exceeds `drafted` for request {i}: accepted={int(accepted[i])} > drafted={int(drafted[i])}."
+                )
+        object.__setattr__(self, "drafted", drafted.astype(np.int64, copy=False))
+        object.__setattr__(self, "accepted", accepted.astype(np.int64, copy=False))
+        object.__setattr__(self, "step_duration_s", _check_duration(self.step_duration_s, "step_duration_s"))
+        for name in ("draft_duration_s", "target_duration_s"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _check_duration(value, name))
