@@ -13,21 +13,22 @@ import numpy as np
 def position_counts(drafted: np.ndarray, accepted: np.ndarray, k_max: int) -> tuple[np.ndarray, np.ndarray]:
     """Successes and failures per position 1..k_max from per-request counts.
 
-    Returns two float arrays of length ``k_max``, index 0 being position 1.
+    Returns two integer arrays of length ``k_max``, index 0 being position 1.
 
     >>> s, f = position_counts(np.array([3, 3, 2]), np.array([3, 1, 0]), 3)
     >>> s.tolist(), f.tolist()
-    ([2.0, 1.0, 1.0], [1.0, 1.0, 0.0])
+    ([2, 1, 1], [1, 1, 0])
     """
     # One histogram over (m, stopped-short): succ[i-1] = #requests with m >= i (a
     # reverse cumulative count of m); a failure sits at position m + 1 for every
     # request with m < k.
-    code = 2 * accepted + (accepted < drafted)
-    hist = np.bincount(code, minlength=2 * (k_max + 1))[: 2 * (k_max + 1)].reshape(k_max + 1, 2)
-    per_m = hist.sum(axis=1)
-    succ = np.cumsum(per_m[::-1])[::-1][1:]
-    fail = hist[:k_max, 1]
-    return succ.astype(np.float64), fail.astype(np.float64)
+    code = accepted * 2
+    code += accepted < drafted
+    hist = np.bincount(code, minlength=2 * (k_max + 1))
+    per_m = hist[0 : 2 * (k_max + 1) : 2] + hist[1 : 2 * (k_max + 1) : 2]
+    succ = per_m[::-1].cumsum()[::-1][1:]
+    fail = hist[1 : 2 * k_max : 2]
+    return succ, fail
 
 
 def expected_tokens(alpha: np.ndarray) -> np.ndarray:

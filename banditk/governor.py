@@ -33,6 +33,8 @@ _MIN_STEP_S = 1e-7
 #: Relative width of the default regression prior around its mean weights.
 _REGRESSION_PRIOR_WIDTH = 1.0
 _ONE = np.ones(1)
+#: Step durations below this carry no information (no forward pass is that fast).
+_MIN_OBSERVED_STEP_S = 1e-6
 
 
 class BanditGovernor:
@@ -140,17 +142,20 @@ class BanditGovernor:
         data = self.data
         if drafted.size and drafted.any():
             succ, fail = position_counts(drafted, accepted, cfg.k_max)
-            # Forget only where new evidence arrives: positions beyond the drafted
-            # depth keep what they knew instead of decaying to the prior.
-            seen = (succ + fail) > 0
-            data.acc_successes[seen] *= gamma
-            data.acc_failures[seen] *= gamma
-            data.acc_successes += succ
-            data.acc_failures += fail
-            self._acc_a = 1.0 + self._prior_stats.acc_successes + data.acc_successes
-            self._acc_b = 1.0 + self._prior_stats.acc_failures + data.acc_failures
+            # Forget only where new evidence arrives: positions beyond the deepest one
+            # reached keep what they knew instead of decaying to the prior. Reach is
+            # non-increasing in position, so the evidence covers a prefix.
+            reached = int(np.count_nonzero(succ + fail))
+            s_, f_ = data.acc_successes[:reached], data.acc_failures[:reached]
+            s_ *= gamma
+            s_ += succ[:reached]
+            f_ *= gamma
+            f_ += fail[:reached]
+            p = self._prior_stats
+            self._acc_a[:reached] = 1.0 + p.acc_successes[:reached] + s_
+            self._acc_b[:reached] = 1.0 + p.acc_failures[:reached] + f_
         t = min(outcome.step_duration_s, cfg.max_step_s)
-        if t > 0.0:
+        if t >= _MIN_OBSERVED_STEP_S:  # shorter is a broken clock, not a step
             # Each cell is an exponentially weighted window over its own observations;
             # cells not played keep their estimate (the regression, discounted on every
             # step, carries drift to them through their prior mean).

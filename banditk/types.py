@@ -121,17 +121,15 @@ class StepOutcome:
             raise InvalidOutcomeError(
                 f"`drafted` and `accepted` must have one entry per request, got {drafted.size} and {accepted.size}."
             )
-        if drafted.size:
+        if drafted.size and (min(drafted.min(), accepted.min()) < 0 or (accepted > drafted).any()):
             if drafted.min() < 0:
                 raise InvalidOutcomeError(f"`drafted` must be >= 0, got {drafted.min()}.")
             if accepted.min() < 0:
                 raise InvalidOutcomeError(f"`accepted` must be >= 0, got {accepted.min()}.")
-            bad = np.flatnonzero(accepted > drafted)
-            if bad.size:
-                i = int(bad[0])
-                raise InvalidOutcomeError(
-                    f"`accepted` exceeds `drafted` for request {i}: accepted={int(accepted[i])} > drafted={int(drafted[i])}."
-                )
+            i = int(np.flatnonzero(accepted > drafted)[0])
+            raise InvalidOutcomeError(
+                f"`accepted` exceeds `drafted` for request {i}: accepted={int(accepted[i])} > drafted={int(drafted[i])}."
+            )
         object.__setattr__(self, "drafted", drafted.astype(np.int64, copy=False))
         object.__setattr__(self, "accepted", accepted.astype(np.int64, copy=False))
         object.__setattr__(self, "step_duration_s", _check_duration(self.step_duration_s, "step_duration_s"))
