@@ -1,0 +1,33 @@
+import json
+
+import numpy as np
+import pytest
+
+from banditk.errors import PriorFormatError
+from banditk.trace import header, read_trace, step_record
+from banditk.types import Decision, StepOutcome
+
+
+def test_round_trip_with_rotation_and_a_torn_last_line(tmp_path):
+    path = tmp_path / "t.jsonl"
+    head = header("mtp", 3, "sim", hardware="cpu")
+    d = Decision(k=2, bucket=3, num_decoding=4, step_id=1)
+    o = StepOutcome(np.array([2, 2, 2, 2]), np.array([2, 1, 0, 2]), 0.02, draft_duration_s=0.005)
+    (tmp_path / "t.jsonl.1").write_text(json.dumps(head) + "\n" + json.dumps(step_record(d, o, 3)) + "\n")
+    path.write_text(json.dumps(head) + "\n" + json.dumps(step_record(d, o, 3)) + "\n" + '{"step": 3, "B"')
+    tr = read_trace(path)
+    assert len(tr) == 2 and tr.skipped == 1
+    assert tr.acc_s[0].tolist() == [3, 2, 0] and tr.acc_f[0].tolist() == [1, 1, 0]
+    assert np.isnan(tr.target_s[0]) and tr.draft_s[0] == 0.005
+
+
+def test_trace_without_header_or_steps(tmp_path):
+    p = tmp_path / "x.jsonl"
+    p.write_text('{"step": 1}\n')
+    with pytest.raises(PriorFormatError, match="not a banditk trace"):
+        read_trace(p)
+    p.write_text(json.dumps(header("mtp", 3, "sim")) + "\n")
+    with pytest.raises(PriorFormatError, match="no usable step lines"):
+        read_trace(p)
+    with pytest.raises(PriorFormatError, match="no such file"):
+        read_trace(tmp_path / "missing.jsonl")
