@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.banditk-core
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,3 +31,6 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
+
+fuzz: $(STAMP)
+	cd fuzz && ../$(BIN)/python fuzz_inputs.py -max_total_time=$${FUZZ_SECONDS:-3600}

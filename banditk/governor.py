@@ -331,7 +331,7 @@ class BanditGovernor:
     def set_state(self, state: dict) -> None:
         """Restore :meth:`get_state` output (validated by :mod:`banditk.priorfile`)."""
         cfg = self.config
-        self.data = SufficientStats.from_dict(state["data"], cfg.k_max, cfg.num_buckets, "governor.data")
+        self.data = SufficientStats.from_dict(state.get("data"), cfg.k_max, cfg.num_buckets, "governor.state.data")
         self._cell_prior_mean = np.array(state["cell_prior_mean"], dtype=float)
         self._weights = np.array(state["weights"], dtype=float)
         self._scale_pending = bool(state["scale_pending"])

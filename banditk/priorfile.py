@@ -242,6 +242,8 @@ def _checked_state(state: dict, config: GovernorConfig) -> dict:
             raise PriorFormatError(f"`{key}` must be numbers, got {state.get(key)!r}.") from None
         if arr.shape != shape or not np.all(np.isfinite(arr)):
             raise PriorFormatError(f"`{key}` must be finite numbers of shape {list(shape)}.")
+        if key == "cell_prior_mean" and np.any(arr <= 0):
+            raise PriorFormatError(f"`cell_prior_mean` must be positive step times, got {arr.min()!r}.")
     for key, lo, hi in (("prev_k", -1, k1 - 1), ("prev_bucket", -1, nb - 1), ("steps", 0, 2**62),
                         ("observations", 0, 2**62), ("switches", 0, 2**62), ("held", 0, 10_000)):
         v = state.get(key)

@@ -1,0 +1,120 @@
+"""Property-based fuzzing of everything that parses outside input.
+
+Every input either loads or raises banditk's own error; nothing else escapes
+(no KeyError, IndexError, TypeError, ZeroDivisionError, numpy warnings as errors).
+"""
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from banditk.config import GovernorConfig
+from banditk.errors import BanditkError
+from banditk.priorfile import governor_from_snapshot, parse_json, prior_from_dict, snapshot_dict
+from banditk.synthetic import SyntheticTruth
+
+from conftest import run_stream
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5),
+    max_leaves=30,
+)
+
+
+def _valid_snapshot() -> dict:
+    from banditk.governor import BanditGovernor
+
+    g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=3, seed=0, bucket_edges=(1, 4, 16)))
+    run_stream(g, SyntheticTruth(acceptance=(0.8, 0.6, 0.5)), [1, 4, 16] * 40)
+    return snapshot_dict(g)
+
+
+VALID = _valid_snapshot()
+
+
+def _paths(doc, prefix=()):
+    """Every (path, value) in a JSON document."""
+    yield prefix, doc
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _paths(v, prefix + (i,))
+
+
+PATHS = [p for p, _ in _paths(VALID) if p]
+
+
+def _set(doc, path, value):
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+
+
+def _load_everything(doc):
+    with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
+        try:
+            prior_from_dict(doc)
+            if doc.get("schema") == "banditk/snapshot":
+                governor_from_snapshot(doc)
+        except BanditkError:
+            pass
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(PATHS), json_values)
+def test_mutated_snapshots_load_or_raise_banditk_errors(path, value):
+    doc = json.loads(json.dumps(VALID))
+    _set(doc, path, value)
+    _load_everything(doc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(PATHS))
+def test_snapshots_with_a_field_removed(path):
+    doc = json.loads(json.dumps(VALID))
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    del node[path[-1]]
+    _load_everything(doc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_arbitrary_json_documents(value):
+    try:
+        doc = parse_json(json.dumps(value))
+    except BanditkError:
+        return
+    _load_everything(doc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes(data):
+    try:
+        parse_json(data.decode("utf-8", errors="replace"))
+    except BanditkError:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from([f.name for f in GovernorConfig.__dataclass_fields__.values()] + ["bogus"]),
+                       json_values, max_size=6))
+def test_governor_config_parser(d):
+    d = {"drafter_class": "mtp", "k_max": 4, **d}
+    try:
+        GovernorConfig.from_dict(d)
+    except BanditkError:
+        pass
+
+
+def test_valid_snapshot_still_loads():
+    assert governor_from_snapshot(json.loads(json.dumps(VALID))).steps == 120
