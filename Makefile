@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.banditk-core
 
-.PHONY: demo test bench fuzz clean
+.PHONY: demo test bench fuzz soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,3 +34,6 @@ clean:
 
 fuzz: $(STAMP)
 	cd fuzz && ../$(BIN)/python fuzz_inputs.py -max_total_time=$${FUZZ_SECONDS:-3600}
+
+soak: $(STAMP)
+	$(BIN)/python experiments/soak.py

@@ -1,0 +1,48 @@
+"""The protocol's policies as vLLM ``--speculative-config`` values.
+
+``nospec`` runs no drafter at all; ``fixed:K`` is vLLM's own static K; ``table:SPEC`` is
+vLLM's own batch-size table; ``bandit`` is banditk through its plugin (one flag), with
+``bandit+prior`` starting from a prior file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+def speculative_config(policy: str, *, draft: str, k_max: int, method: str = "draft_model",
+                       work_dir: Path | None = None, prior: Path | None = None, seed: int = 0) -> dict | None:
+    """The ``--speculative-config`` for ``policy``; None for ``nospec``.
+
+    >>> speculative_config("fixed:2", draft="/d", k_max=3)["num_speculative_tokens"]
+    2
+    >>> speculative_config("bandit", draft="/d", k_max=3)["governor"]
+    'bandit'
+    """
+    base = {"method": method, "num_speculative_tokens": k_max}
+    if method == "draft_model":
+        base["model"] = draft
+    if policy == "nospec":
+        return None
+    if policy.startswith("fixed:"):
+        k = int(policy.split(":", 1)[1])
+        if not 1 <= k <= k_max:
+            raise ConfigError(f"live policy {policy!r}: K must be in [1, {k_max}] (vLLM's fixed mode needs K >= 1).")
+        return {**base, "num_speculative_tokens": k}
+    if policy.startswith("table:"):
+        return {**base, "num_speculative_tokens_per_batch_size": json.loads(policy.split(":", 1)[1])}
+    if policy in ("bandit", "bandit+prior"):
+        gc: dict = {"seed": seed, "state_log_interval_s": 10}
+        if work_dir is not None:
+            gc["telemetry_log"] = str(work_dir / "telemetry.jsonl")
+            gc["snapshot_path"] = str(work_dir / "snapshot.json")
+            gc["snapshot_interval_s"] = 30
+        if policy == "bandit+prior":
+            if prior is None:
+                raise ConfigError("live policy 'bandit+prior' needs a prior file.")
+            gc["prior"] = str(prior)
+        return {**base, "governor": "bandit", "governor_config": gc}
+    raise ConfigError(f"Unknown live policy {policy!r}; expected nospec, fixed:K, table:[[lo,hi,K],...], bandit, bandit+prior.")

