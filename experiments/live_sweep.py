@@ -59,6 +59,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-num-seqs", type=int, default=32)
     p.add_argument("--models", type=Path, default=ROOT / ".cache" / "live-models", help="where tiny models are built")
     p.add_argument("--quick", action="store_true", help="tiny models and short points: checks the pipeline, not speed")
+    p.add_argument("--random-model", default=None,
+                   help="instead of the cyclic pair, a random-weight target of this shape (llama3-8b, tiny) with a "
+                        "one-layer drafter, and synthetic acceptance (--synthetic-acceptance; GPU only in vLLM 0.32)")
+    p.add_argument("--synthetic-acceptance", default=None,
+                   help="per-position unconditional acceptance rates, e.g. 0.8,0.64,0.51 (vLLM's synthetic sampler)")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                   help="cpu: fp32, eager, the CPU environment; gpu: bf16, vLLM's defaults")
     p.add_argument("--fresh", action="store_true", help="discard finished points and start over")
     args = p.parse_args(argv)
     if args.quick:
@@ -77,7 +84,19 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def build_models(args) -> tuple[str, str]:
-    from banditk.testing.tiny_models import TinyModelSpec, build_pair
+    from banditk.testing.tiny_models import TinyModelSpec, build_pair, build_tokenizer
+
+    if args.random_model:
+        from banditk.live.models import build_random_llama
+
+        tok = args.models / "tokenizer-v512"
+        if not (tok / "tokenizer.json").exists():
+            build_tokenizer(tok, 512)
+        dev = "cuda" if args.device == "gpu" else "cpu"
+        dtype = "bfloat16" if args.device == "gpu" else "float32"
+        return (build_random_llama(args.models / f"random-{args.random_model}", args.random_model, tok, dtype, 0, dev),
+                build_random_llama(args.models / f"random-{args.random_model}-draft", f"{args.random_model}-draft",
+                                   tok, dtype, 1, dev))
 
     heads = max(args.hidden // 64, 1)
     pair = build_pair(args.models, agreement=args.agreement,
@@ -201,10 +220,19 @@ def main(argv=None) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
         spec = speculative_config(policy, draft=draft, k_max=args.k_max,
                                   work_dir=run_dir, prior=prior_for(args) if policy == "bandit+prior" else None)
-        server = VllmServer(target, run_dir / "server.log", spec, env=server_env(cache),
-                            args=["--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
-                                  "--max-num-seqs", str(args.max_num_seqs), "--kv-cache-memory-bytes", str(256 << 20),
-                                  "--seed", "0"])
+        if spec is not None and args.synthetic_acceptance:
+            rates = [float(x) for x in args.synthetic_acceptance.split(",")]
+            spec.update(rejection_sample_method="synthetic",
+                        synthetic_acceptance_rates=rates[: spec["num_speculative_tokens"]])
+        if args.device == "cpu":
+            env = server_env(cache)
+            engine_args = ["--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
+                           "--kv-cache-memory-bytes", str(256 << 20)]
+        else:
+            env = {"VLLM_CACHE_ROOT": str(cache)}
+            engine_args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--gpu-memory-utilization", "0.85"]
+        server = VllmServer(target, run_dir / "server.log", spec, env=env,
+                            args=[*engine_args, "--max-num-seqs", str(args.max_num_seqs), "--seed", "0"])
         print(f"[{policy}] starting vLLM (port {server.port})", flush=True)
         with server:
             for c in pending:
