@@ -31,3 +31,24 @@ def test_trace_without_header_or_steps(tmp_path):
         read_trace(p)
     with pytest.raises(PriorFormatError, match="no such file"):
         read_trace(tmp_path / "missing.jsonl")
+
+
+def test_recording_policy_writes_what_the_fitter_reads(tmp_path):
+    from banditk.policies import make_policy
+    from banditk.recording import RecordingPolicy
+    from banditk.synthetic import SyntheticTruth
+
+    from conftest import run_stream
+
+    truth = SyntheticTruth()
+    path = tmp_path / "rec.jsonl"
+    with RecordingPolicy(make_policy("random", k_max=4, drafter_class="mtp", seed=1), path,
+                         drafter_class="mtp", k_max=4, hardware="synthetic") as rec:
+        ks = run_stream(rec, truth, [1, 8, 0, 32] * 50, seed=2)
+    tr = read_trace(path)
+    assert len(tr) == 150  # the 50 steps with nothing decoding are not recorded
+    assert tr.header["hardware"] == "synthetic" and tr.drafter_class == "mtp"
+    assert tr.k.tolist() == [k for k, b in zip(ks, [1, 8, 0, 32] * 50) if b > 0]
+    # position 1 is reached by every request that drafted at all
+    drafted_requests = sum(b for k, b in zip(tr.k, tr.batch) if k > 0)
+    assert tr.acc_s[:, 0].sum() + tr.acc_f[:, 0].sum() == drafted_requests

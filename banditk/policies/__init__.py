@@ -14,7 +14,8 @@ from .ucb import UCBPolicy
 
 __all__ = ["Policy", "FixedPolicy", "NoSpecPolicy", "TablePolicy", "UCBPolicy", "make_policy", "POLICY_SPECS"]
 
-POLICY_SPECS = ("bandit", "nospec", "fixed:K", "table:[[lo,hi,K],...]", "ucb", "peer:sglang", "peer:vllm-adaptive-k")
+POLICY_SPECS = ("bandit", "nospec", "fixed:K", "table:[[lo,hi,K],...]", "ucb", "peer:sglang", "peer:vllm-adaptive-k",
+                "random")
 
 
 def make_policy(spec: str, *, k_max: int, drafter_class: str, seed: int = 0, config: dict | None = None, prior=None) -> Policy:
@@ -54,6 +55,10 @@ def make_policy(spec: str, *, k_max: int, drafter_class: str, seed: int = 0, con
         return TablePolicy(spec.split(":", 1)[1], k_max=k_max)
     if spec == "ucb":
         return UCBPolicy(k_max=k_max)
+    if spec == "random":
+        from .explore import RandomKPolicy
+
+        return RandomKPolicy(k_max=k_max, seed=seed)
     if spec.startswith("peer:"):
         try:
             from . import peers
