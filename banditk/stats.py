@@ -33,6 +33,8 @@ class SufficientStats:
         reg_xtx: regression Gram matrix over the latency-model features.
         reg_xty: regression feature-times-time vector.
         reg_n: regression weight.
+        prefill_rp: sum of (step-time residual x prefill tokens), for the price of a prefill token.
+        prefill_pp: sum of squared prefill tokens.
     """
 
     acc_successes: np.ndarray
@@ -43,6 +45,8 @@ class SufficientStats:
     reg_xtx: np.ndarray
     reg_xty: np.ndarray
     reg_n: float = 0.0
+    prefill_rp: float = 0.0
+    prefill_pp: float = 0.0
 
     @classmethod
     def zeros(cls, k_max: int, num_buckets: int) -> "SufficientStats":
@@ -65,7 +69,7 @@ class SufficientStats:
         return SufficientStats(
             self.acc_successes.copy(), self.acc_failures.copy(),
             self.cell_n.copy(), self.cell_sum.copy(), self.cell_sumsq.copy(),
-            self.reg_xtx.copy(), self.reg_xty.copy(), float(self.reg_n),
+            self.reg_xtx.copy(), self.reg_xty.copy(), float(self.reg_n), self.prefill_rp, self.prefill_pp,
         )
 
     def __add__(self, other: "SufficientStats") -> "SufficientStats":
@@ -78,6 +82,7 @@ class SufficientStats:
             self.acc_successes + other.acc_successes, self.acc_failures + other.acc_failures,
             self.cell_n + other.cell_n, self.cell_sum + other.cell_sum, self.cell_sumsq + other.cell_sumsq,
             self.reg_xtx + other.reg_xtx, self.reg_xty + other.reg_xty, self.reg_n + other.reg_n,
+            self.prefill_rp + other.prefill_rp, self.prefill_pp + other.prefill_pp,
         )
 
     def truncated(self, k_max: int) -> "SufficientStats":
@@ -86,7 +91,7 @@ class SufficientStats:
             self.acc_successes[:k_max].copy(), self.acc_failures[:k_max].copy(),
             self.cell_n[:, : k_max + 1].copy(), self.cell_sum[:, : k_max + 1].copy(),
             self.cell_sumsq[:, : k_max + 1].copy(),
-            self.reg_xtx.copy(), self.reg_xty.copy(), float(self.reg_n),
+            self.reg_xtx.copy(), self.reg_xty.copy(), float(self.reg_n), self.prefill_rp, self.prefill_pp,
         )
 
     def capped(self, strength: float) -> "SufficientStats":
@@ -109,6 +114,8 @@ class SufficientStats:
             out.reg_xtx *= h
             out.reg_xty *= h
             out.reg_n *= h
+            out.prefill_rp *= h
+            out.prefill_pp *= h
         return out
 
     def to_dict(self) -> dict:
@@ -116,7 +123,8 @@ class SufficientStats:
             "acceptance": {"successes": self.acc_successes.tolist(), "failures": self.acc_failures.tolist()},
             "cells": {"n": self.cell_n.tolist(), "sum_s": self.cell_sum.tolist(), "sum_sq_s2": self.cell_sumsq.tolist()},
             "regression": {"features": list(FEATURES), "xtx": self.reg_xtx.tolist(),
-                           "xty": self.reg_xty.tolist(), "n": float(self.reg_n)},
+                           "xty": self.reg_xty.tolist(), "n": float(self.reg_n),
+                           "prefill_rp": float(self.prefill_rp), "prefill_pp": float(self.prefill_pp)},
         }
 
     @classmethod
@@ -140,6 +148,8 @@ class SufficientStats:
             _array(reg.get("xtx"), (NUM_FEATURES, NUM_FEATURES), f"{where}.regression.xtx", signed=True),
             _array(reg.get("xty"), (NUM_FEATURES,), f"{where}.regression.xty", signed=True),
             float(_array(reg.get("n"), (), f"{where}.regression.n")),
+            float(_array(reg.get("prefill_rp", 0.0), (), f"{where}.regression.prefill_rp", signed=True)),
+            float(_array(reg.get("prefill_pp", 0.0), (), f"{where}.regression.prefill_pp")),
         )
         # sum y^2 >= (sum y)^2 / n (Cauchy-Schwarz), with room for rounding.
         n = np.where(out.cell_n > 0, out.cell_n, 1.0)

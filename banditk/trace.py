@@ -5,10 +5,10 @@ The first line is a header, every other line one step::
     {"trace": "banditk/trace", "version": 1, "drafter": {"class": "mtp", ...}, "k_max": 4,
      "source": "vllm" | "sim", "hardware": "gb10", "vllm_version": "0.32.0", ...}
     {"step": 17, "B": 8, "k": 2, "step_s": 0.0231, "draft_s": 0.004, "target_s": 0.017,
-     "acc_s": [7, 5, 0, 0], "acc_f": [1, 2, 0, 0], "kv": 0.31, "queue": 0}
+     "acc_s": [7, 5, 0, 0], "acc_f": [1, 2, 0, 0], "prefill": 0, "kv": 0.31, "queue": 0}
 
-``B`` counts requests that decoded; ``k`` is the K the step's drafts were proposed
-with; ``acc_s``/``acc_f`` are per-position successes and first failures (see
+``B`` counts requests that decoded; ``prefill`` the prompt tokens computed in the same
+step (absent means 0); ``k`` is the K the step's drafts were proposed with; ``acc_s``/``acc_f`` are per-position successes and first failures (see
 :mod:`banditk.acceptance`); ``draft_s``/``target_s`` may be null. Rotated logs
 (``path.N`` ... ``path.1``, ``path``) are read oldest first. Malformed lines are
 skipped and counted, never fatal: a log cut off by a crash is still usable.
@@ -49,7 +49,7 @@ def step_record(decision: Decision, outcome: StepOutcome, k_max: int, **extra) -
            "step_s": round(outcome.step_duration_s, 7),
            "draft_s": None if outcome.draft_duration_s is None else round(outcome.draft_duration_s, 7),
            "target_s": None if outcome.target_duration_s is None else round(outcome.target_duration_s, 7),
-           "acc_s": succ.tolist(), "acc_f": fail.tolist()}
+           "acc_s": succ.tolist(), "acc_f": fail.tolist(), "prefill": outcome.prefill_tokens}
     rec.update(extra)
     return rec
 
@@ -66,6 +66,7 @@ class Trace:
     target_s: np.ndarray
     acc_s: np.ndarray  # (steps, k_max)
     acc_f: np.ndarray
+    prefill: np.ndarray
     skipped: int = 0
 
     @property
@@ -130,7 +131,8 @@ def read_trace(path: str | os.PathLike, *, max_steps: int | None = None) -> Trac
     cols = list(zip(*rows))
     return Trace(head, np.array(cols[0], dtype=np.int64), np.array(cols[1], dtype=np.int64),
                  np.array(cols[2], dtype=float), np.array(cols[3], dtype=float), np.array(cols[4], dtype=float),
-                 np.array(cols[5], dtype=float), np.array(cols[6], dtype=float), skipped)
+                 np.array(cols[5], dtype=float), np.array(cols[6], dtype=float), np.array(cols[7], dtype=np.int64),
+                 skipped)
 
 
 def _check_header(rec: dict, name: str) -> dict:
@@ -164,4 +166,8 @@ def _parse_step(rec: dict, k_max: int) -> tuple | None:
         return None
     draft = _num(rec.get("draft_s"))
     target = _num(rec.get("target_s"))
-    return (b, k, t, math.nan if draft is None else draft, math.nan if target is None else target, acc_s, acc_f)
+    prefill = rec.get("prefill", 0)
+    if isinstance(prefill, bool) or not isinstance(prefill, int) or prefill < 0:
+        return None
+    return (b, k, t, math.nan if draft is None else draft, math.nan if target is None else target, acc_s, acc_f,
+            prefill)

@@ -101,6 +101,9 @@ class StepOutcome:
         step_duration_s: wall time of the step, seconds.
         draft_duration_s: time in drafter forwards, seconds, when measured.
         target_duration_s: time in the target's verify forward, seconds, when measured.
+        prefill_tokens: prompt tokens (chunked prefill) computed in the same step. They
+            cost time that has nothing to do with K; the governor learns their price and
+            takes it out before crediting the step time to K.
     """
 
     drafted: np.ndarray
@@ -108,6 +111,7 @@ class StepOutcome:
     step_duration_s: float
     draft_duration_s: float | None = None
     target_duration_s: float | None = None
+    prefill_tokens: int = 0
 
     def __post_init__(self) -> None:
         drafted = np.asarray(self.drafted)
@@ -133,6 +137,7 @@ class StepOutcome:
         object.__setattr__(self, "drafted", drafted.astype(np.int64, copy=False))
         object.__setattr__(self, "accepted", accepted.astype(np.int64, copy=False))
         object.__setattr__(self, "step_duration_s", _check_duration(self.step_duration_s, "step_duration_s"))
+        _check_int(self.prefill_tokens, "prefill_tokens", 0, None, InvalidOutcomeError)
         for name in ("draft_duration_s", "target_duration_s"):
             value = getattr(self, name)
             if value is not None:

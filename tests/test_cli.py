@@ -9,7 +9,7 @@ import pytest
 from banditk.cli import main
 from banditk.priorfile import read_json, save_snapshot
 
-from test_priorfile import trained
+from banditk.testing.streams import trained_governor as trained
 
 
 @pytest.fixture

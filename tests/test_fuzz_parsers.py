@@ -16,7 +16,7 @@ from banditk.errors import BanditkError
 from banditk.priorfile import governor_from_snapshot, parse_json, prior_from_dict, snapshot_dict
 from banditk.synthetic import SyntheticTruth
 
-from conftest import run_stream
+from banditk.testing.streams import run_stream
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=False) | st.text(max_size=8),

@@ -9,7 +9,7 @@ from banditk.governor import BanditGovernor
 from banditk.synthetic import SyntheticTruth
 from banditk.types import Decision, StepContext, StepOutcome
 
-from conftest import run_stream, switches
+from banditk.testing.streams import run_stream, switches
 
 
 def gov(k_max: int = 4, **kw) -> BanditGovernor:

@@ -9,7 +9,7 @@ from banditk.policies.static import TablePolicy
 from banditk.synthetic import SyntheticTruth
 from banditk.types import StepContext
 
-from conftest import run_stream
+from banditk.testing.streams import run_stream
 
 SPECS = ["bandit", "nospec", "fixed:0", "fixed:2", "fixed:4", "table:[[1,4,2],[5,512,0]]", "ucb"]
 try:

@@ -38,7 +38,7 @@ def test_recording_policy_writes_what_the_fitter_reads(tmp_path):
     from banditk.recording import RecordingPolicy
     from banditk.synthetic import SyntheticTruth
 
-    from conftest import run_stream
+    from banditk.testing.streams import run_stream
 
     truth = SyntheticTruth()
     path = tmp_path / "rec.jsonl"

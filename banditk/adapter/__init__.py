@@ -1,0 +1,18 @@
+"""vLLM adapter (optional extra): a governor that steers K inside an unmodified vLLM.
+
+Modules, one idea each:
+
+- :mod:`.plugin`: the ``vllm.general_plugins`` entry point; accepts ``"governor"``
+  in the speculative config, switches on dynamic K, selects the governed scheduler.
+- :mod:`.settings`: the ``governor`` / ``governor_config`` keys, validated (no vLLM import).
+- :mod:`.policy_factory`: builds the policy (and loads the prior) from the settings.
+- :mod:`.scheduler`: ``GovernedScheduler`` / ``GovernedAsyncScheduler`` (vLLM subclasses).
+- :mod:`.runtime`: what those schedulers do each step: decide, credit, record.
+- :mod:`.ledger`: which decision an outcome belongs to (a step later, also async).
+- :mod:`.telemetry`: bounded acceptance/timing telemetry and the rotated JSONL log.
+- :mod:`.worker_timing`: draft/target forward timers in the worker process.
+- :mod:`.snapshots`: periodic and shutdown snapshots, atomic.
+- :mod:`.vllm_compat`: every vLLM-version-dependent assumption, checked at start-up.
+
+Nothing here is imported by the core; importing this package does not import vLLM.
+"""

@@ -1,0 +1,153 @@
+"""vLLM general plugin: makes stock vLLM accept ``"governor"`` in its speculative config.
+
+Installed as the ``vllm.general_plugins`` entry point ``banditk`` (see
+pyproject.toml); vLLM calls :func:`register` in every process it starts (front
+end, engine core, workers). In the front end it wraps
+``EngineArgs.create_engine_config`` so that:
+
+1. ``governor`` and ``governor_config`` are taken out of the speculative-config
+   dict before vLLM's ``SpeculativeConfig`` (which forbids extra keys) sees them,
+   and validated (:mod:`banditk.adapter.settings`, :mod:`.policy_factory`): a bad
+   value raises :class:`~banditk.errors.ConfigError` here, before any model loads;
+2. vLLM's dynamic-K mode is switched on with a table that asks for K_max at every
+   batch size (``[[1, max_num_seqs, K_max]]``), so the runner accepts a K per step;
+3. the validated settings ride to the engine-core process in
+   ``VllmConfig.additional_config["banditk"]`` (pickled with the config in the
+   multi-process layout, the same object in-process);
+4. ``scheduler_cls`` selects :class:`~banditk.adapter.scheduler.GovernedScheduler`
+   (or its async twin when vLLM chose async scheduling).
+
+Without ``"governor"`` (or with ``"governor": "off"``) the wrapper passes
+everything through untouched. In worker processes :func:`register` installs the
+forward timers (:mod:`.worker_timing`) when the front end asked for them.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+
+from ..errors import ConfigError
+from . import vllm_compat
+from .settings import ADDITIONAL_CONFIG_KEY, AdapterSettings, split_speculative_config
+
+logger = logging.getLogger("vllm.banditk")
+
+#: Set in the front end when a governor is on; spawned workers inherit it and time forwards.
+WORKER_TIMING_ENV = "BANDITK_WORKER_TIMING"
+
+SCHEDULER_QUALNAME = "banditk.adapter.scheduler.GovernedScheduler"
+ASYNC_SCHEDULER_QUALNAME = "banditk.adapter.scheduler.GovernedAsyncScheduler"
+
+_registered = False
+
+
+def register() -> None:
+    """Entry point called by vLLM in each of its processes; safe to call repeatedly."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    try:
+        engine_args = vllm_compat.engine_args_class()
+        original = engine_args.create_engine_config
+        if not getattr(original, "_banditk_wrapped", False):
+            engine_args.create_engine_config = _wrap_create_engine_config(original)
+    except Exception as e:  # never break a vLLM that does not use the governor
+        logger.error("banditk: cannot hook vLLM %s (%s: %s); \"governor\" will not be accepted.",
+                     vllm_compat.vllm_version(), type(e).__name__, e)
+        return
+    if os.environ.get(WORKER_TIMING_ENV) == "1":
+        try:
+            from .worker_timing import install
+
+            install()
+        except Exception as e:
+            logger.warning("banditk: worker forward timers unavailable (%s: %s).", type(e).__name__, e)
+
+
+def _wrap_create_engine_config(original):
+    @functools.wraps(original)
+    def create_engine_config(self, *args, **kwargs):
+        clean, settings = split_speculative_config(self.speculative_config)
+        if settings is None:
+            return original(self, *args, **kwargs)
+        self.speculative_config = clean
+        if not settings.enabled:
+            logger.info("banditk: governor is 'off'; vLLM runs unchanged.")
+            return original(self, *args, **kwargs)
+        _prepare_engine_args(self, clean, settings)
+        vllm_config = original(self, *args, **kwargs)
+        apply_to_vllm_config(vllm_config, settings)
+        return vllm_config
+
+    create_engine_config._banditk_wrapped = True  # type: ignore[attr-defined]
+    return create_engine_config
+
+
+def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) -> None:
+    """Check what can be checked from the raw dict, and switch on dynamic K."""
+    vllm_compat.check_vllm_shape()
+    norm = {str(k).replace("-", "_"): v for k, v in clean.items()}
+    if norm.get("num_speculative_tokens_per_batch_size") is not None:
+        raise ConfigError(
+            "speculative_config sets both `governor` and `num_speculative_tokens_per_batch_size` "
+            f"({norm['num_speculative_tokens_per_batch_size']!r}); the governor chooses K itself. "
+            "Use \"governor\": \"table:[[lo,hi,K],...]\" to run a table through banditk."
+        )
+    k_max = norm.get("num_speculative_tokens")
+    method = norm.get("method")
+    if isinstance(k_max, int) and not isinstance(k_max, bool) and k_max > 0:
+        if settings.drafter_class is not None or method in _known_methods():
+            from .policy_factory import validate
+
+            validate(settings.resolve(method=method, k_max=k_max))  # fail fast, before any config I/O
+        clean["num_speculative_tokens_per_batch_size"] = vllm_compat.dynamic_k_table(
+            k_max, getattr(engine_args, "max_num_seqs", None)
+        )
+
+
+def _known_methods() -> set[str]:
+    from ..drafters import VLLM_METHOD_TO_CLASS
+
+    return set(VLLM_METHOD_TO_CLASS)
+
+
+def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSettings:
+    """Resolve settings against the built config, carry them to the engine core, pick the scheduler."""
+    from .policy_factory import validate
+
+    if vllm_config.speculative_config is None:
+        raise ConfigError("speculative_config.governor is set but vLLM built no speculative config.")
+    k_max = vllm_compat.speculative_k_max(vllm_config)
+    resolved = settings.resolve(method=vllm_compat.speculative_method(vllm_config), k_max=k_max)
+    validate(resolved)
+    if not vllm_compat.dynamic_k_enabled(vllm_config):
+        if vllm_compat.data_parallel_size(vllm_config) > 1:
+            # vLLM turns dynamic K off under data parallelism (ranks must agree on K);
+            # the governed scheduler then leaves K alone.
+            logger.warning("banditk: vLLM disables dynamic K with data parallelism; the governor will observe only.")
+        else:
+            # num_speculative_tokens came from the draft model's config, not the dict:
+            # switch dynamic K on now (the scheduler reads the table when it starts).
+            vllm_compat.enable_dynamic_k(vllm_config, k_max)
+            logger.warning("banditk: dynamic K switched on after config creation (num_speculative_tokens=%d was "
+                           "not in speculative_config); on GPU prefer setting it explicitly.", k_max)
+    if vllm_compat.adaptive_verification_enabled(vllm_config):
+        logger.warning(
+            "banditk: enable_adaptive_verification is on. The governor's K bounds the drafts; drafts the runner "
+            "trims afterwards reach the scheduler as rejections in vLLM %s, so the acceptance posterior is "
+            "pessimistic at deep positions.", vllm_compat.vllm_version())
+    vllm_compat.additional_config(vllm_config)[ADDITIONAL_CONFIG_KEY] = resolved.to_dict()
+    qualname = ASYNC_SCHEDULER_QUALNAME if vllm_compat.async_scheduling(vllm_config) else SCHEDULER_QUALNAME
+    vllm_compat.set_scheduler_cls(vllm_config, qualname)
+    os.environ[WORKER_TIMING_ENV] = "1"
+    from .worker_timing import install
+
+    install()  # the in-process layout runs the model here
+    logger.info(
+        "banditk: governor=%s drafter_class=%s K_max=%d scheduler=%s",
+        resolved.governor, resolved.drafter_class_for(), k_max, qualname,
+    )
+    return resolved

@@ -1,0 +1,284 @@
+"""The governor's life inside vLLM's engine core: decide, credit, record, snapshot.
+
+:class:`GovernorRuntime` is driven by the four scheduler hooks of
+:mod:`banditk.adapter.scheduler` and owns the policy, the
+:class:`~.ledger.DecisionLedger`, :class:`~.telemetry.Telemetry`, the JSONL log
+and the :class:`~.snapshots.SnapshotWriter`. It reads and writes vLLM objects
+only through :mod:`.vllm_compat`.
+
+Guarantee: nothing here stops the engine. A policy that raises or returns an
+invalid K is logged once per kind, counted, and replaced by the fallback K for
+that step; the outcome of such a step is not credited.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..types import StepContext, StepOutcome
+from . import vllm_compat, worker_timing
+from .ledger import DecisionLedger
+from .settings import ADDITIONAL_CONFIG_KEY, AdapterSettings
+from .snapshots import SnapshotWriter
+from .telemetry import RotatingJsonl, Telemetry
+
+# A child of vLLM's logger, so state lines appear in vLLM's log with its format.
+logger = logging.getLogger("vllm.banditk")
+
+#: Requests' histories are evicted every this many steps (and at shutdown).
+_EVICT_EVERY = 64
+
+
+class GovernorRuntime:
+    """Everything the governed scheduler does besides calling ``super()``.
+
+    Args:
+        settings: resolved adapter settings (K_max and method known).
+        policy: the K-choosing policy (``select``/``observe``).
+        dynamic_k: whether vLLM runs in dynamic-K mode; if not, K is left alone.
+        clock: a ``perf_counter``-like clock, injectable for tests.
+    """
+
+    def __init__(self, settings: AdapterSettings, policy: Any, *, dynamic_k: bool = True,
+                 clock=time.perf_counter, provenance: dict | None = None) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.k_max = int(settings.k_max)
+        self.drafter_class = settings.drafter_class_for()
+        self.fallback_k = settings.effective_fallback_k
+        self.dynamic_k = dynamic_k
+        self.clock = clock
+        self.ledger = DecisionLedger()
+        self.telemetry = Telemetry(self.k_max, settings.request_history)
+        self.log = (RotatingJsonl(settings.telemetry_log, settings.telemetry_log_max_bytes, settings.telemetry_log_backups)
+                    if settings.telemetry_log else None)
+        self.snapshots = (SnapshotWriter(settings.snapshot_path, settings.snapshot_interval_s, policy, provenance)
+                          if settings.snapshot_path else None)
+        self.last_k = self.fallback_k
+        self.select_calls = 0
+        self._t_schedule = clock()
+        self._step_of: dict[int, int] = {}
+        self._verified: list[tuple[str, int, int]] = []
+        self._timing_known: bool | None = None
+        self._t_state = time.monotonic()
+        self._closed = False
+        self._snapshot_obs = None
+        ref = weakref.ref(self)
+        atexit.register(lambda: (r := ref()) is not None and r.close())
+
+    # ---- construction from vLLM -------------------------------------------------------------
+
+    @classmethod
+    def from_vllm_config(cls, vllm_config: Any) -> "GovernorRuntime":
+        from .policy_factory import build_policy
+
+        vllm_compat.check_vllm_shape()
+        raw = vllm_compat.additional_config(vllm_config).get(ADDITIONAL_CONFIG_KEY)
+        settings = AdapterSettings.from_dict(raw)
+        policy = build_policy(settings)
+        prov = {"vllm_version": vllm_compat.vllm_version(), "method": settings.method}
+        try:
+            prov["target_model"] = str(vllm_config.model_config.model)
+        except Exception:
+            pass
+        rt = cls(settings, policy, dynamic_k=vllm_compat.dynamic_k_enabled(vllm_config), provenance=prov)
+        ref = weakref.ref(rt)
+        vllm_compat.on_engine_core_shutdown(lambda: (r := ref()) is not None and r.close())
+        logger.info("banditk governor %s (class %s, K_max=%d, fallback K=%d) steering K in the scheduler.",
+                    getattr(policy, "name", type(policy).__name__), rt.drafter_class, rt.k_max, rt.fallback_k)
+        return rt
+
+    # ---- scheduler hooks --------------------------------------------------------------------
+
+    def on_schedule_start(self) -> None:
+        self._t_schedule = self.clock()
+
+    def on_schedule(self, scheduler: Any, scheduler_output: Any) -> None:
+        """Decide K for this step (before ``_update_after_schedule``) and write it into the output."""
+        try:
+            if scheduler_output.total_num_scheduled_tokens <= 0:
+                return  # the model does not run: nothing to decide or credit
+            decoding = vllm_compat.decoding_request_ids(scheduler, scheduler_output)
+            decision = None
+            if not self.dynamic_k:
+                k = int(scheduler_output.num_spec_tokens_to_schedule)
+            elif decoding:
+                k, decision = self._select(scheduler, scheduler_output, len(decoding))
+                self.last_k = k
+                vllm_compat.set_num_spec_tokens(scheduler_output, k)
+            else:
+                # Prefill-only step: requests finishing their prompt still get drafts;
+                # keep the last K without asking the governor (nothing decodes).
+                k = self.last_k
+                vllm_compat.set_num_spec_tokens(scheduler_output, k)
+            step = self.ledger.open_step(k=k, decision=decision, decoding=tuple(decoding), t_schedule=self._t_schedule)
+            self._step_of[id(scheduler_output)] = step
+        except Exception as e:  # never stop the engine
+            self._error("schedule_hook", e)
+            try:
+                vllm_compat.set_num_spec_tokens(scheduler_output, self.fallback_k)
+            except Exception:
+                pass
+
+    def _select(self, scheduler: Any, scheduler_output: Any, num_decoding: int) -> tuple[int, Any]:
+        kv, queue = vllm_compat.kv_usage(scheduler), vllm_compat.queue_len(scheduler)
+        self.telemetry.kv_usage, self.telemetry.queue_len = kv, queue
+        self.select_calls += 1
+        try:
+            ctx = StepContext(num_decoding=num_decoding, k_max=self.k_max, drafter_class=self.drafter_class,
+                              kv_usage=kv, queue_len=queue, num_scheduled=len(scheduler_output.num_scheduled_tokens))
+            decision = self.policy.select(ctx)
+        except Exception as e:
+            self._error("select", e)
+            return self.fallback_k, None
+        k = getattr(decision, "k", None)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= self.k_max:
+            self._error("invalid_k", ValueError(f"policy returned K={k!r}, outside 0..{self.k_max}"))
+            return self.fallback_k, None
+        self.telemetry.observe_decision(int(k), kv, queue)
+        return int(k), decision
+
+    def on_verified(self, request_id: str, num_draft_tokens: int, num_accepted_tokens: int,
+                    num_invalid_spec_tokens: dict | None) -> None:
+        """One request's verification, as vLLM counts it for its own spec-decoding metrics."""
+        if num_invalid_spec_tokens:  # drafts a grammar rejected are not counted as drafted (as vLLM does)
+            num_draft_tokens -= num_invalid_spec_tokens.get(request_id, 0)
+        self._verified.append((request_id, num_draft_tokens, num_accepted_tokens))
+
+    def on_output_start(self) -> None:
+        self._verified = []
+
+    def on_output(self, scheduler: Any, scheduler_output: Any, model_runner_output: Any) -> None:
+        """Credit this step's verification to the decision of the previous executed step."""
+        try:
+            self._on_output(scheduler, scheduler_output, model_runner_output)
+        except Exception as e:
+            self._error("output_hook", e)
+        finally:
+            self._verified = []
+
+    def _on_output(self, scheduler: Any, scheduler_output: Any, model_runner_output: Any) -> None:
+        t_end = self.clock()
+        verified = self._verified
+        if verified:
+            self.telemetry.observe_requests(verified)
+        step = self._step_of.pop(id(scheduler_output), None)
+        if step is None:
+            if not vllm_compat.has_unfinished_requests(scheduler):
+                self._on_idle(scheduler)
+            return
+        timing = worker_timing.read(model_runner_output)
+        self._note_timing(timing is not None)
+        res = self.ledger.close_step(step, t_end=t_end, draft_s=None if timing is None else timing[1])
+        if res is not None:
+            prev, duration = res
+            target_s = None if timing is None else timing[0]
+            self.telemetry.observe_step(duration, target_s, prev.draft_s)
+            if prev.decision is not None:
+                self._credit(prev, duration, target_s, verified, scheduler_output)
+        if step % _EVICT_EVERY == 0:
+            self.telemetry.evict(scheduler.requests)
+            self._step_of = {k: v for k, v in self._step_of.items() if v > step - 64}
+        self._periodic()
+        if not vllm_compat.has_unfinished_requests(scheduler):
+            self._on_idle(scheduler)
+
+    def _on_idle(self, scheduler: Any) -> None:
+        """The engine ran dry: persist what was learned (a server may be killed while idle)."""
+        self.telemetry.evict(scheduler.requests)
+        if self.log is not None:
+            self.log.flush()
+        obs = getattr(self.policy, "observations", None)
+        if self.snapshots is not None and obs != self._snapshot_obs:
+            self._snapshot_obs = obs
+            self.snapshots.write()
+
+    def _credit(self, prev, duration: float, target_s: float | None, verified: list, scheduler_output) -> None:
+        k_max = self.k_max
+        drafted, accepted, seen = [], [], set()
+        for req_id, d, a in verified:
+            d = 0 if d < 0 else (d if d < k_max else k_max)
+            drafted.append(d)
+            accepted.append(0 if a < 0 else (a if a < d else d))
+            seen.add(req_id)
+        # Requests that decoded at the decision and are still running but verified no
+        # drafts (truncated near max_model_len, or K = 0) count as drafting nothing.
+        scheduled = scheduler_output.num_scheduled_tokens
+        for r in prev.decoding:
+            if r not in seen and r in scheduled:
+                drafted.append(0)
+                accepted.append(0)
+        drafted = np.array(drafted, dtype=np.int64)
+        accepted = np.array(accepted, dtype=np.int64)
+        outcome = StepOutcome(drafted, accepted, duration,
+                              draft_duration_s=prev.draft_s, target_duration_s=target_s)
+        try:
+            self.policy.observe(prev.decision, outcome)
+        except Exception as e:
+            self._error("observe", e)
+        if self.log is not None:
+            self.log.write({
+                "t": time.time(), "step": prev.step, "k": prev.k, "B": len(prev.decoding),
+                "drafted": int(outcome.drafted.sum()), "accepted": int(outcome.accepted.sum()),
+                "requests": int(outcome.drafted.size), "step_s": round(duration, 6),
+                "draft_s": None if prev.draft_s is None else round(prev.draft_s, 6),
+                "target_s": None if target_s is None else round(target_s, 6),
+                "kv": round(self.telemetry.kv_usage, 4), "queue": self.telemetry.queue_len,
+            })
+
+    # ---- housekeeping -----------------------------------------------------------------------
+
+    def _note_timing(self, available: bool) -> None:
+        if self._timing_known is None:
+            self._timing_known = available
+            if available:
+                logger.info("banditk: draft and target forward durations come from the worker's timers.")
+            else:
+                logger.warning("banditk: draft/target forward durations are not measurable in this layout; "
+                               "the governor uses step time alone.")
+
+    def _periodic(self) -> None:
+        if self.snapshots is not None:
+            self.snapshots.maybe_write()
+        interval = self.settings.state_log_interval_s
+        if interval > 0 and time.monotonic() - self._t_state >= interval:
+            self._t_state = time.monotonic()
+            logger.info("%s", self.state_line())
+            if self.log is not None:
+                self.log.flush()
+
+    def state_line(self) -> str:
+        """The governor's own state line (when it has one) and the telemetry summary."""
+        head = f"banditk policy={getattr(self.policy, 'name', '?')}"
+        try:
+            if hasattr(self.policy, "state_line"):
+                head = self.policy.state_line()
+        except Exception as e:
+            self._error("state_line", e)
+        return f"{head} | {self.telemetry.line()}"
+
+    def _error(self, kind: str, exc: BaseException) -> None:
+        n = self.telemetry.count_error(kind)
+        if n == 1:
+            logger.error("banditk: %s failed (%s: %s); using fallback K=%d. Further %s errors are counted, not logged.",
+                         kind, type(exc).__name__, exc, self.fallback_k, kind)
+
+    def close(self) -> None:
+        """Final snapshot, state line and log flush; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.snapshots is not None:
+                self.snapshots.close()
+            logger.info("%s", self.state_line())
+            if self.log is not None:
+                self.log.close()
+        except Exception as e:  # pragma: no cover - shutdown must not raise
+            self._error("close", e)

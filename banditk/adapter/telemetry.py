@@ -1,0 +1,236 @@
+"""Live telemetry of the governed scheduler: bounded, cheap, JSON-friendly.
+
+- totals and per-position acceptance, the same numbers vLLM's spec-decoding
+  metrics count (both come from ``make_spec_decoding_stats``);
+- per-request acceptance history: a bounded ring per live request, evicted
+  when the request leaves the scheduler;
+- step, draft and target durations, and the share of step time in draft,
+  verify (target) and the rest;
+- KV-cache usage and queue length at the last decision;
+- error counters per kind;
+- an optional JSONL step log, size-bounded and rotated (:class:`RotatingJsonl`).
+
+Examples:
+    >>> import numpy as np
+    >>> t = Telemetry(k_max=3, request_history=2)
+    >>> t.observe_request("a", drafted=3, accepted=1)
+    >>> t.accepted_per_position.tolist(), t.drafted_per_position.tolist()
+    ([1, 0, 0], [1, 1, 1])
+    >>> t.acceptance_per_position().tolist()[:2]
+    [1.0, 0.0]
+    >>> t.evict(live=set()); t.request_history("a")
+    []
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+
+import numpy as np
+
+
+class RotatingJsonl:
+    """Append-only JSON-lines file that rotates to ``path.1 .. path.N`` past ``max_bytes``.
+
+    Write errors are counted, never raised: telemetry must not stop an engine.
+    """
+
+    def __init__(self, path: str, max_bytes: int, backups: int) -> None:
+        self.path, self.max_bytes, self.backups = path, max_bytes, backups
+        self.errors = 0
+        self._fh = None
+        self._size = 0
+
+    def write(self, record: dict) -> None:
+        try:
+            if self._fh is None:
+                self._fh = open(self.path, "a", encoding="utf-8")
+                self._size = self._fh.tell()
+            line = json.dumps(record, separators=(",", ":")) + "\n"
+            if self._size + len(line) > self.max_bytes and self._size > 0:
+                self._rotate()
+            self._fh.write(line)
+            self._size += len(line)
+        except OSError:
+            self.errors += 1
+
+    def _rotate(self) -> None:
+        self._fh.close()
+        self._fh = None
+        if self.backups == 0:
+            os.remove(self.path)
+        else:
+            for i in range(self.backups - 1, 0, -1):
+                if os.path.exists(f"{self.path}.{i}"):
+                    os.replace(f"{self.path}.{i}", f"{self.path}.{i + 1}")
+            os.replace(self.path, f"{self.path}.1")
+        self._fh = open(self.path, "a", encoding="utf-8")
+        self._size = 0
+
+    def flush(self) -> None:
+        if self._fh is not None:
+            try:
+                self._fh.flush()
+            except OSError:
+                self.errors += 1
+
+    def close(self) -> None:
+        if self._fh is not None:
+            try:
+                self._fh.close()
+            except OSError:
+                self.errors += 1
+            self._fh = None
+
+
+class Telemetry:
+    """Counters and bounded histories kept by the governed scheduler."""
+
+    def __init__(self, k_max: int, request_history: int = 32) -> None:
+        self.k_max = k_max
+        self._hist_len = request_history
+        self._requests: dict[str, deque] = {}
+        # Plain lists: a few list increments per request beat numpy calls at serving batch sizes.
+        self._drafted_pp = [0] * k_max
+        self._accepted_pp = [0] * k_max
+        self._reached_pp = [0] * k_max
+        self.num_drafts = 0  # request-steps that verified >= 1 draft
+        self.num_draft_tokens = 0
+        self.num_accepted_tokens = 0
+        self.steps = 0
+        self.decisions = 0
+        self.k_histogram = np.zeros(k_max + 1, dtype=np.int64)
+        self.step_s = 0.0
+        self.draft_s = 0.0
+        self.target_s = 0.0
+        self.timed_steps = 0
+        self.timed_step_s = 0.0
+        self.kv_usage = 0.0
+        self.queue_len = 0
+        self.errors: dict[str, int] = {}
+
+    # ---- per step ------------------------------------------------------------------------
+
+    def observe_request(self, req_id: str, drafted: int, accepted: int) -> None:
+        """One request verified ``drafted`` drafts and accepted ``accepted``."""
+        self.observe_requests([(req_id, drafted, accepted)])
+
+    def observe_requests(self, verified) -> None:
+        """A step's verifications: an iterable of ``(request_id, drafted, accepted)``."""
+        k, hist_len, requests = self.k_max, self._hist_len, self._requests
+        dpp, app, rpp = self._drafted_pp, self._accepted_pp, self._reached_pp
+        for req_id, drafted, accepted in verified:
+            if drafted <= 0:
+                continue
+            self.num_drafts += 1
+            self.num_draft_tokens += drafted
+            self.num_accepted_tokens += accepted
+            d = drafted if drafted < k else k
+            a = accepted if accepted < d else d
+            for i in range(d):
+                dpp[i] += 1
+            for i in range(a):
+                app[i] += 1
+            for i in range(a + 1 if a < d else d):
+                rpp[i] += 1
+            hist = requests.get(req_id)
+            if hist is None:
+                hist = requests[req_id] = deque(maxlen=hist_len)
+            hist.append((drafted, accepted))
+
+    @property
+    def drafted_per_position(self) -> np.ndarray:
+        """Requests that verified a draft at position i (drafted >= i + 1)."""
+        return np.array(self._drafted_pp, dtype=np.int64)
+
+    @property
+    def accepted_per_position(self) -> np.ndarray:
+        """Drafts accepted at position i: vLLM's ``num_accepted_tokens_per_pos``."""
+        return np.array(self._accepted_pp, dtype=np.int64)
+
+    @property
+    def reached_per_position(self) -> np.ndarray:
+        """Drafts verified at position i with positions 1..i-1 accepted (alpha_i's trials)."""
+        return np.array(self._reached_pp, dtype=np.int64)
+
+    def observe_decision(self, k: int, kv_usage: float, queue_len: int) -> None:
+        self.decisions += 1
+        self.k_histogram[min(max(k, 0), self.k_max)] += 1
+        self.kv_usage, self.queue_len = kv_usage, queue_len
+
+    def observe_step(self, step_s: float, target_s: float | None, draft_s: float | None) -> None:
+        self.steps += 1
+        self.step_s += step_s
+        if target_s is not None and draft_s is not None:
+            self.timed_steps += 1
+            self.timed_step_s += step_s
+            self.target_s += target_s
+            self.draft_s += draft_s
+
+    def count_error(self, kind: str) -> int:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        return self.errors[kind]
+
+    def evict(self, live) -> None:
+        """Drop histories of requests no longer in ``live`` (a container of request ids)."""
+        for req_id in [r for r in self._requests if r not in live]:
+            del self._requests[req_id]
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def request_history(self, req_id: str) -> list[tuple[int, int]]:
+        return list(self._requests.get(req_id, ()))
+
+    @property
+    def num_tracked_requests(self) -> int:
+        return len(self._requests)
+
+    def acceptance_per_position(self) -> np.ndarray:
+        """Conditional acceptance at position i: accepted there / verified there with 1..i-1 accepted.
+
+        This is the governor's alpha_i (nan where never reached).
+        """
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.accepted_per_position / np.where(self.reached_per_position > 0, self.reached_per_position, np.nan)
+
+    def time_shares(self) -> dict[str, float] | None:
+        """Share of timed step time in draft, verify (target) and the rest; None if untimed."""
+        if self.timed_steps == 0 or self.timed_step_s <= 0:
+            return None
+        total = max(self.timed_step_s, self.draft_s + self.target_s)
+        d, t = self.draft_s / total, self.target_s / total
+        return {"draft": d, "verify": t, "other": max(0.0, 1.0 - d - t)}
+
+    def summary(self) -> dict:
+        shares = self.time_shares()
+        return {
+            "steps": self.steps,
+            "decisions": self.decisions,
+            "k_histogram": self.k_histogram.tolist(),
+            "num_drafts": self.num_drafts,
+            "num_draft_tokens": self.num_draft_tokens,
+            "num_accepted_tokens": self.num_accepted_tokens,
+            "accepted_per_position": self.accepted_per_position.tolist(),
+            "drafted_per_position": self.drafted_per_position.tolist(),
+            "reached_per_position": self.reached_per_position.tolist(),
+            "mean_step_ms": 1e3 * self.step_s / self.steps if self.steps else None,
+            "time_shares": shares,
+            "kv_usage": self.kv_usage,
+            "queue_len": self.queue_len,
+            "tracked_requests": len(self._requests),
+            "errors": dict(self.errors),
+        }
+
+    def line(self) -> str:
+        """A short human summary for the state line."""
+        acc = self.acceptance_per_position()
+        acc_s = " ".join("-" if np.isnan(a) else f"{a:.2f}" for a in acc)
+        shares = self.time_shares()
+        sh = "n/a" if shares is None else f"draft={shares['draft']:.0%} verify={shares['verify']:.0%} other={shares['other']:.0%}"
+        mean = f"{1e3 * self.step_s / self.steps:.1f}ms" if self.steps else "n/a"
+        err = f" errors={self.errors}" if self.errors else ""
+        return (f"telemetry steps={self.steps} step={mean} accept/pos[{acc_s}] "
+                f"kv={self.kv_usage:.0%} queue={self.queue_len} time[{sh}]{err}")
+

@@ -1,0 +1,73 @@
+"""From a posterior to a prior's sufficient statistics.
+
+A latency cell (bucket, K) gets pseudo-observations (n, sum, sum of squares) chosen so
+that, in the governor's Normal-Inverse-Gamma cell,
+
+- the mean is the fitted mean step time m (sum = n m);
+- the spread is the fitted step-time noise s (sum of squares = n (m^2 + s^2)):
+  s^2 = (cv m)^2 plus the spread of the model over the cell's batch sizes;
+- the weight n says how well m is known: the mean of n steps of noise s is known to
+  s / sqrt(n), so n = s^2 / Var(m), capped at the prior strength.
+
+m is the posterior mean of the cell's true mean under the model: the parametric
+prediction, with uncertainty from the weights' posterior and the model misfit delta,
+combined with the cell's own observed mean where the trace has one. Cells are filled
+for the buckets the trace visited and the K range it tried (the governor's regression,
+seeded with the fitted weights, covers the rest: no extrapolation is written as data).
+Acceptance pseudo-counts are the trace's successes and failures; the regression
+statistics are pseudo-data whose least-squares solution is the fitted weights.
+Everything is capped at the strength, as the governor would on load.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..buckets import bucket_of
+from ..latency_model import features_rows
+from ..stats import SufficientStats
+from .data import FitData
+from .model import Posterior
+
+
+def prior_stats(data: FitData, posterior: Posterior, edges: tuple[int, ...], strength: float) -> SufficientStats:
+    """Pseudo-observations for a prior (see the module docstring)."""
+    g = data.groups
+    k_max = data.k_max
+    stats = SufficientStats.zeros(k_max, len(edges))
+    stats.acc_successes[:] = data.acc_successes
+    stats.acc_failures[:] = data.acc_failures
+    buckets = np.array([bucket_of(edges, int(b)) for b in g.batch])
+    k_lo, k_hi = int(g.k.min()), int(g.k.max())
+    cv = float(np.mean(posterior.cv))
+    delta = float(np.mean(posterior.delta))
+    for b in np.unique(buckets):
+        in_b = buckets == b
+        for k in range(k_lo, k_hi + 1):
+            sel = in_b & (g.k == k)
+            # The batch sizes this cell will see: its own, else the bucket's.
+            mix = sel if sel.any() else in_b
+            bs, w = g.batch[mix], g.n[mix] / g.n[mix].sum()
+            mu = posterior.predict(bs, np.full(bs.size, k))  # (draws, batch sizes)
+            cell = mu @ w  # (draws,)
+            m = float(cell.mean())
+            spread_b = float(w @ (mu.mean(axis=0) - m) ** 2)
+            s2 = (cv * m) ** 2 + spread_b
+            var_m = float(cell.var()) + (delta * m) ** 2
+            if sel.any():
+                # Combine with the cell's observed mean (precision-weighted).
+                n_obs = float(g.n[sel].sum())
+                obs = float(g.n[sel] @ g.mean[sel] / n_obs)
+                var_obs = s2 / n_obs
+                m = (m / var_m + obs / var_obs) / (1.0 / var_m + 1.0 / var_obs)
+                var_m = 1.0 / (1.0 / var_m + 1.0 / var_obs)
+            n = min(float(strength), s2 / max(var_m, 1e-300))
+            stats.cell_n[b, k] = n
+            stats.cell_sum[b, k] = n * m
+            stats.cell_sumsq[b, k] = n * (m * m + s2)
+    x = features_rows(g.batch, g.k)
+    w_mean = posterior.weights.mean(axis=0)
+    stats.reg_xtx = (x * g.n[:, None]).T @ x
+    stats.reg_xty = stats.reg_xtx @ w_mean
+    stats.reg_n = float(g.n.sum())
+    return stats.capped(float(strength))

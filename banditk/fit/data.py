@@ -1,0 +1,146 @@
+"""Traces in, sufficient statistics out: what the fit sees of the data.
+
+Under the model every step of the same (B, K) has the same mean and noise, so the
+steps of a (B, K) pair enter the likelihood only through their count, mean and sum of
+squared deviations. Aggregating first makes the fit cost depend on the number of
+distinct (B, K) pairs (at most a few thousand), not on the number of steps.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..trace import Trace, read_trace
+from .errors import FitInputError
+
+
+@dataclass(frozen=True)
+class StepGroups:
+    """Step times aggregated per distinct (B, K).
+
+    Attributes:
+        batch: B of each group.
+        k: K of each group.
+        n: number of steps.
+        mean: mean step time (s).
+        m2: sum of squared deviations from the group mean (s^2).
+    """
+
+    batch: np.ndarray
+    k: np.ndarray
+    n: np.ndarray
+    mean: np.ndarray
+    m2: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.batch.size)
+
+    @property
+    def steps(self) -> int:
+        return int(self.n.sum())
+
+
+@dataclass(frozen=True)
+class FitData:
+    """Everything the fit uses from one or more traces of one drafter class.
+
+    Attributes:
+        drafter_class: the traces' drafter class.
+        k_max: largest K kept (steps with a larger K are dropped).
+        groups: step times per (B, K).
+        acc_successes: per position 1..k_max, accepted drafts over all steps.
+        acc_failures: per position 1..k_max, first rejections over all steps.
+        headers: each trace's header line.
+        inputs: per trace, its path, steps used, lines skipped and source.
+    """
+
+    drafter_class: str
+    k_max: int
+    groups: StepGroups
+    acc_successes: np.ndarray
+    acc_failures: np.ndarray
+    headers: list[dict] = field(default_factory=list)
+    inputs: list[dict] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return self.groups.steps
+
+
+def aggregate(batch: np.ndarray, k: np.ndarray, step_s: np.ndarray) -> StepGroups:
+    """Group steps by (B, K): count, mean and sum of squared deviations (two-pass, so it is exact).
+
+    >>> g = aggregate(np.array([4, 4, 8]), np.array([1, 1, 0]), np.array([1.0, 3.0, 5.0]))
+    >>> g.batch.tolist(), g.k.tolist(), g.n.tolist(), g.mean.tolist(), g.m2.tolist()
+    ([4, 8], [1, 0], [2.0, 1.0], [2.0, 5.0], [2.0, 0.0])
+    """
+    batch = np.asarray(batch, dtype=np.int64)
+    k = np.asarray(k, dtype=np.int64)
+    t = np.asarray(step_s, dtype=float)
+    pairs, inv = np.unique(np.stack([batch, k], axis=1), axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    n = np.bincount(inv).astype(float)
+    mean = np.bincount(inv, weights=t) / n
+    m2 = np.bincount(inv, weights=(t - mean[inv]) ** 2)
+    return StepGroups(pairs[:, 0].copy(), pairs[:, 1].copy(), n, mean, m2)
+
+
+def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_class: str | None = None,
+         max_steps: int | None = None) -> FitData:
+    """Read traces (each with its rotated parts) and aggregate them.
+
+    Args:
+        paths: trace files, all of one drafter class.
+        k_max: keep K up to this (default: the largest ``k_max`` of the traces).
+        drafter_class: if given, every trace must be of this class.
+        max_steps: read at most this many steps per trace.
+
+    Raises:
+        FitInputError: no paths, traces of another or of mixed classes, or no step within ``k_max``.
+        banditk.errors.PriorFormatError: a trace has no usable header or steps (from :func:`banditk.trace.read_trace`).
+    """
+    if not paths:
+        raise FitInputError("`traces` is empty: give at least one trace file.")
+    traces: list[tuple[str, Trace]] = [(str(p), read_trace(p, max_steps=max_steps)) for p in paths]
+    classes = {t.drafter_class for _, t in traces}
+    if drafter_class is not None:
+        for name, t in traces:
+            if t.drafter_class != drafter_class:
+                from ..errors import DrafterClassMismatchError
+
+                raise DrafterClassMismatchError(
+                    f"{name!r} is a trace of drafter class {t.drafter_class!r}, not --drafter-class={drafter_class!r}: "
+                    "parameters never transfer across drafter classes."
+                )
+    if len(classes) > 1:
+        from ..errors import DrafterClassMismatchError
+
+        found = ", ".join(f"{name!r}: {t.drafter_class!r}" for name, t in traces)
+        raise DrafterClassMismatchError(
+            f"traces of several drafter classes cannot be fitted together ({found}): "
+            "parameters never transfer across drafter classes."
+        )
+    if k_max is None:
+        k_max = max(t.k_max for _, t in traces)
+    if isinstance(k_max, bool) or not isinstance(k_max, int) or not 1 <= k_max <= 64:
+        raise FitInputError(f"`k_max` must be an integer in [1, 64], got {k_max!r}.")
+    cols: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    acc_s = np.zeros(k_max)
+    acc_f = np.zeros(k_max)
+    inputs = []
+    for name, t in traces:
+        keep = t.k <= k_max
+        m = min(k_max, t.k_max)
+        acc_s[:m] += t.acc_s[keep, :m].sum(axis=0)
+        acc_f[:m] += t.acc_f[keep, :m].sum(axis=0)
+        cols.append((t.batch[keep], t.k[keep], t.step_s[keep]))
+        inputs.append({"path": name, "steps": int(keep.sum()), "dropped_k_above_k_max": int((~keep).sum()),
+                       "skipped_lines": int(t.skipped), "source": str(t.header.get("source", ""))})
+    batch, k, step_s = (np.concatenate(c) for c in zip(*cols))
+    if batch.size == 0:
+        raise FitInputError(f"no step of {[n for n, _ in traces]} has K <= k_max={k_max}.")
+    return FitData(classes.pop(), k_max, aggregate(batch, k, step_s), acc_s, acc_f,
+                   [t.header for _, t in traces], inputs)

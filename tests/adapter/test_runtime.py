@@ -1,0 +1,195 @@
+"""The governed scheduler's per-step logic, driven with fake vLLM objects (no vLLM needed).
+
+The fakes carry exactly the attributes :mod:`banditk.adapter.vllm_compat` reads.
+"""
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from banditk.adapter.runtime import GovernorRuntime
+from banditk.adapter.settings import parse_settings
+from banditk.types import Decision
+
+
+class RecordingPolicy:
+    name = "recording"
+
+    def __init__(self, ks):
+        self.ks = list(ks)
+        self.contexts, self.observed = [], []
+
+    def select(self, ctx):
+        self.contexts.append(ctx)
+        return Decision(k=self.ks.pop(0), bucket=0, num_decoding=ctx.num_decoding, step_id=len(self.contexts))
+
+    def observe(self, decision, outcome):
+        self.observed.append((decision, outcome))
+
+
+@dataclass
+class FakeOutput:
+    num_scheduled_tokens: dict
+    scheduled_spec_decode_tokens: dict = field(default_factory=dict)
+    num_spec_tokens_to_schedule: int = 3
+
+    @property
+    def total_num_scheduled_tokens(self):
+        return sum(self.num_scheduled_tokens.values())
+
+
+class FakeScheduler:
+    def __init__(self):
+        self.requests = {}
+        self.waiting = []
+        self.kv_cache_manager = SimpleNamespace(usage=0.25)
+
+    def has_unfinished_requests(self):
+        return bool(self.requests)
+
+    def add(self, rid, prompt, computed):
+        self.requests[rid] = SimpleNamespace(num_prompt_tokens=prompt, num_computed_tokens=computed)
+
+
+def make_runtime(policy, k_max=3, **cfg):
+    s = parse_settings("bandit", cfg).resolve(method="draft_model", k_max=k_max)
+    clock = iter(np.arange(0.0, 1000.0, 0.5)).__next__
+    return GovernorRuntime(s, policy, clock=clock)
+
+
+def step(rt, sched, out, verified=()):
+    rt.on_schedule_start()
+    rt.on_schedule(sched, out)
+    rt.on_output_start()
+    for rid, d, a in verified:
+        rt.on_verified(rid, d, a, None)
+    rt.on_output(sched, out, SimpleNamespace())
+
+
+def test_one_call_per_decoding_step_and_credit_one_step_later():
+    pol = RecordingPolicy([2, 1, 0])
+    rt = make_runtime(pol)
+    sch = FakeScheduler()
+    sch.add("p", prompt=10, computed=0)  # prefill only
+    out0 = FakeOutput({"p": 10})
+    step(rt, sch, out0)
+    assert pol.contexts == [] and out0.num_spec_tokens_to_schedule == 3  # fallback/last K, no call
+    sch.add("p", prompt=10, computed=10)
+    sch.add("q", prompt=4, computed=0)
+    out1 = FakeOutput({"p": 1, "q": 4}, {"p": []})
+    step(rt, sch, out1)
+    assert len(pol.contexts) == 1 and pol.contexts[0].num_decoding == 1 and pol.contexts[0].num_scheduled == 2
+    assert pol.contexts[0].kv_usage == 0.25 and out1.num_spec_tokens_to_schedule == 2
+    assert pol.observed == []  # step 1 verifies step 0's drafts, and step 0 had no decision
+    sch.add("q", prompt=4, computed=4)
+    out2 = FakeOutput({"p": 3, "q": 1}, {"p": [7, 8]})
+    step(rt, sch, out2, verified=[("p", 2, 1)])
+    assert out2.num_spec_tokens_to_schedule == 1
+    (d, o), = pol.observed
+    assert d.k == 2 and o.drafted.tolist() == [2] and o.accepted.tolist() == [1]
+    assert o.step_duration_s > 0
+    # q decoded at step 2 with K=1 but its output comes with 0 drafts (truncated): credited as 0 drafted
+    sch.requests["p"].num_computed_tokens = 13
+    sch.requests["q"].num_computed_tokens = 5
+    out3 = FakeOutput({"p": 2, "q": 1}, {"p": [1]})
+    step(rt, sch, out3, verified=[("p", 1, 1)])
+    d, o = pol.observed[-1]
+    assert d.k == 1 and sorted(o.drafted.tolist()) == [0, 1] and rt.telemetry.num_draft_tokens == 3
+
+
+def test_finished_requests_are_not_credited():
+    pol = RecordingPolicy([2, 2])
+    rt = make_runtime(pol)
+    sch = FakeScheduler()
+    sch.add("a", 4, 4)
+    sch.add("b", 4, 4)
+    step(rt, sch, FakeOutput({"a": 1, "b": 1}))
+    del sch.requests["b"]  # finished/aborted/preempted between decision and outcome
+    step(rt, sch, FakeOutput({"a": 3}, {"a": [1, 2]}), verified=[("a", 2, 2)])
+    _, o = pol.observed[-1]
+    assert o.drafted.tolist() == [2] and o.accepted.tolist() == [2]
+
+
+class Raising:
+    name = "raising"
+
+    def select(self, ctx):
+        raise RuntimeError("boom")
+
+    def observe(self, d, o):
+        raise RuntimeError("never")
+
+
+class OutOfRange(RecordingPolicy):
+    def select(self, ctx):
+        return Decision(k=9, bucket=0, num_decoding=ctx.num_decoding, step_id=0)
+
+
+@pytest.mark.parametrize("policy, kind", [(Raising(), "select"), (OutOfRange([]), "invalid_k")])
+def test_policy_errors_use_fallback_and_are_counted(policy, kind, caplog):
+    rt = make_runtime(policy, fallback_k=1)
+    sch = FakeScheduler()
+    sch.add("a", 4, 4)
+    outs = [FakeOutput({"a": 1}) for _ in range(5)]
+    with caplog.at_level("ERROR", logger="vllm.banditk"):
+        for out in outs:
+            step(rt, sch, out)
+    assert all(o.num_spec_tokens_to_schedule == 1 for o in outs)
+    assert rt.telemetry.errors == {kind: 5}
+    assert sum(kind in r.getMessage() for r in caplog.records) == 1  # logged once
+
+
+def test_observe_error_is_counted_not_raised():
+    class BadObserve(RecordingPolicy):
+        def observe(self, d, o):
+            raise ValueError("bad")
+
+    rt = make_runtime(BadObserve([1, 1, 1]))
+    sch = FakeScheduler()
+    sch.add("a", 4, 4)
+    for _ in range(3):
+        step(rt, sch, FakeOutput({"a": 2}, {"a": [5]}), verified=[("a", 1, 0)])
+    assert rt.telemetry.errors == {"observe": 2}
+
+
+def test_telemetry_log_and_snapshot(tmp_path):
+    from banditk.governor import BanditGovernor
+    from banditk.config import GovernorConfig
+
+    gov = BanditGovernor(GovernorConfig(drafter_class="draft_model", k_max=3))
+    log, snap = tmp_path / "t.jsonl", tmp_path / "snap.json"
+    rt = make_runtime(gov, telemetry_log=str(log), snapshot_path=str(snap), snapshot_interval_s=0)
+    sch = FakeScheduler()
+    sch.add("a", 4, 4)
+    for _ in range(6):
+        step(rt, sch, FakeOutput({"a": 2}, {"a": [5]}), verified=[("a", 1, 1)])
+    assert not snap.exists()
+    rt.close()
+    rt.close()  # idempotent
+    assert snap.exists() and rt.snapshots.writes == 1
+    lines = log.read_text().splitlines()
+    assert len(lines) == 5
+    from banditk.priorfile import load_prior
+
+    assert load_prior(snap, drafter_class="draft_model", k_max=3).k_max == 3
+
+
+def test_idle_engine_flushes_snapshot_and_evicts_histories(tmp_path):
+    from banditk.config import GovernorConfig
+    from banditk.governor import BanditGovernor
+
+    gov = BanditGovernor(GovernorConfig(drafter_class="draft_model", k_max=3))
+    snap = tmp_path / "snap.json"
+    rt = make_runtime(gov, snapshot_path=str(snap), snapshot_interval_s=0)
+    sch = FakeScheduler()
+    sch.add("a", 4, 4)
+    for _ in range(3):
+        step(rt, sch, FakeOutput({"a": 2}, {"a": [5]}), verified=[("a", 1, 1)])
+    assert rt.telemetry.num_tracked_requests == 1 and not snap.exists()
+    del sch.requests["a"]  # the last request finished in this step
+    step(rt, sch, FakeOutput({"a": 2}, {"a": [5]}), verified=[("a", 1, 0)])
+    assert snap.exists() and rt.snapshots.writes == 1 and rt.telemetry.num_tracked_requests == 0
+    step(rt, sch, FakeOutput({}))  # an empty step while idle: nothing new, no rewrite
+    assert rt.snapshots.writes == 1

@@ -1,0 +1,50 @@
+"""Telemetry counters, bounded histories and the rotated JSONL log (no vLLM needed)."""
+
+import json
+
+import numpy as np
+
+from banditk.adapter.telemetry import RotatingJsonl, Telemetry
+
+
+def test_per_position_counts_match_vllm_convention():
+    t = Telemetry(k_max=3)
+    t.observe_request("a", 3, 3)
+    t.observe_request("b", 3, 1)
+    t.observe_request("c", 2, 0)
+    t.observe_request("d", 0, 0)  # no drafts: not a draft
+    assert t.num_drafts == 3 and t.num_draft_tokens == 8 and t.num_accepted_tokens == 4
+    assert t.accepted_per_position.tolist() == [2, 1, 1]  # vLLM's num_accepted_tokens_per_pos
+    np.testing.assert_allclose(t.acceptance_per_position(), [2 / 3, 1 / 2, 1 / 1])
+
+
+def test_request_history_is_bounded_and_evicted():
+    t = Telemetry(k_max=2, request_history=3)
+    for i in range(10):
+        t.observe_request("a", 2, i % 3)
+    t.observe_request("b", 1, 1)
+    assert len(t.request_history("a")) == 3 and t.num_tracked_requests == 2
+    t.evict(live={"b"})
+    assert t.request_history("a") == [] and t.num_tracked_requests == 1
+
+
+def test_time_shares():
+    t = Telemetry(k_max=2)
+    assert t.time_shares() is None
+    t.observe_step(0.010, target_s=0.006, draft_s=0.003)
+    sh = t.time_shares()
+    assert abs(sh["verify"] - 0.6) < 1e-9 and abs(sh["draft"] - 0.3) < 1e-9 and abs(sh["other"] - 0.1) < 1e-9
+
+
+def test_jsonl_log_rotates_and_stays_bounded(tmp_path):
+    path = tmp_path / "steps.jsonl"
+    log = RotatingJsonl(str(path), max_bytes=2048, backups=2)
+    for i in range(500):
+        log.write({"step": i, "k": i % 4})
+    log.close()
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["steps.jsonl", "steps.jsonl.1", "steps.jsonl.2"]
+    for p in tmp_path.iterdir():
+        assert p.stat().st_size <= 2048
+    last = [json.loads(x) for x in path.read_text().splitlines()][-1]
+    assert last["step"] == 499 and log.errors == 0

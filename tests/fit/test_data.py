@@ -1,0 +1,97 @@
+import json
+
+import numpy as np
+import pytest
+from conftest import write_trace
+
+from banditk.errors import BanditkError, DrafterClassMismatchError
+from banditk.fit.acceptance import fit_acceptance
+from banditk.fit.data import aggregate, load
+from banditk.fit.errors import FitInputError
+from banditk.fit.fitter import FitOptions
+from banditk.synthetic import SyntheticTruth
+from banditk.trace import header
+
+
+def test_aggregate_matches_per_group_numpy():
+    rng = np.random.default_rng(0)
+    b, k, t = rng.integers(1, 5, 500), rng.integers(0, 3, 500), rng.gamma(5.0, 0.01, 500)
+    g = aggregate(b, k, t)
+    assert g.steps == 500
+    for i in range(len(g)):
+        sel = (b == g.batch[i]) & (k == g.k[i])
+        assert g.n[i] == sel.sum()
+        assert g.mean[i] == pytest.approx(t[sel].mean(), rel=1e-12)
+        assert g.m2[i] == pytest.approx(((t[sel] - t[sel].mean()) ** 2).sum(), rel=1e-9)
+
+
+def test_acceptance_posterior_is_the_closed_form_beta():
+    from scipy import stats
+
+    f = fit_acceptance(np.array([30.0, 5.0]), np.array([10.0, 0.0]), level=0.9)
+    assert f.a.tolist() == [31.0, 6.0] and f.b.tolist() == [11.0, 1.0]
+    assert f.lo[0] == pytest.approx(stats.beta(31, 11).ppf(0.05))
+    assert f.hi[1] == pytest.approx(stats.beta(6, 1).ppf(0.95))
+    assert f.to_dict()["observations"] == [40.0, 5.0]
+
+
+def test_load_sums_acceptance_and_respects_k_max(tmp_path):
+    truth = SyntheticTruth()
+    p = write_trace(tmp_path / "t.jsonl", truth, 300, seed=3)
+    full = load([p])
+    assert full.k_max == 4 and full.steps == 300
+    lines = [json.loads(x) for x in p.read_text().splitlines()[1:]]
+    assert full.acc_successes.tolist() == np.sum([r["acc_s"] for r in lines], axis=0).tolist()
+    cut = load([p], k_max=2)
+    assert cut.k_max == 2 and cut.acc_successes.size == 2
+    assert cut.steps == sum(r["k"] <= 2 for r in lines)
+    assert cut.inputs[0]["dropped_k_above_k_max"] == sum(r["k"] > 2 for r in lines)
+
+
+def test_trace_of_another_class_is_refused(tmp_path):
+    p = write_trace(tmp_path / "eagle.jsonl", SyntheticTruth(), 50, drafter_class="eagle")
+    with pytest.raises(DrafterClassMismatchError, match=r"drafter class 'eagle', not --drafter-class='mtp'"):
+        load([p], drafter_class="mtp")
+
+
+def test_traces_of_mixed_classes_are_refused(tmp_path):
+    a = write_trace(tmp_path / "a.jsonl", SyntheticTruth(), 50, drafter_class="mtp")
+    b = write_trace(tmp_path / "b.jsonl", SyntheticTruth(), 50, drafter_class="dflash")
+    with pytest.raises(DrafterClassMismatchError, match="several drafter classes.*'dflash'"):
+        load([a, b])
+
+
+@pytest.mark.parametrize(
+    ("head", "match"),
+    [({"k_max": 0}, r"`k_max` must be an integer in \[1, 64\], got 0"),
+     ({"drafter": {"class": "medusa"}}, r"drafter.class='medusa'"),
+     ({"version": 7}, r"`version`=7")],
+)
+def test_malformed_header_names_the_field_and_value(tmp_path, head, match):
+    doc = header("mtp", 4, "sim") | head
+    p = tmp_path / "bad.jsonl"
+    p.write_text(json.dumps(doc) + "\n" + json.dumps({"B": 1, "k": 0, "step_s": 0.01}) + "\n")
+    # An unknown class raises UnknownDrafterClassError, the rest PriorFormatError: both BanditkErrors.
+    with pytest.raises(BanditkError, match=match):
+        load([p])
+
+
+def test_no_paths_and_bad_k_max_name_the_argument(tmp_path):
+    with pytest.raises(FitInputError, match="`traces` is empty"):
+        load([])
+    p = write_trace(tmp_path / "t.jsonl", SyntheticTruth(), 20)
+    with pytest.raises(FitInputError, match=r"`k_max` must be an integer in \[1, 64\], got 99"):
+        load([p], k_max=99)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"method": "mcmc"}, r"`method` must be one of \['auto', 'nuts', 'svi'\], got 'mcmc'"),
+     ({"strength": -1.0}, r"`strength` must be a positive number of observations, got -1.0"),
+     ({"bucket_edges": (2, 4)}, r"`bucket_edges` must start at 1.*\[2, 4\]"),
+     ({"samples": 0}, r"`samples` must be an integer >= 10, got 0"),
+     ({"k_max": 0}, r"`k_max` must be an integer in \[1, 64\], got 0")],
+)
+def test_bad_options_name_the_field_and_value(kwargs, match):
+    with pytest.raises(FitInputError, match=match):
+        FitOptions(**kwargs)

@@ -1,0 +1,218 @@
+"""End-to-end fits of synthetic traces with a known truth."""
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+from conftest import write_governed_trace, write_trace
+
+from banditk.config import GovernorConfig
+from banditk.errors import DrafterClassMismatchError
+from banditk.fit.cli import add_fit_parser
+from banditk.fit.errors import DiagnosticsFailedError
+from banditk.fit.fitter import FitOptions, fit, write_prior
+from banditk.governor import BanditGovernor
+from banditk.priorfile import load_prior
+from banditk.synthetic import SyntheticTruth
+from banditk.types import StepContext
+
+TRUTH = SyntheticTruth()
+#: Short NUTS runs keep the suite fast; they still give ESS in the hundreds here.
+QUICK = dict(warmup=150, samples=150, progress=False)
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="banditk")
+    add_fit_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fit") / "mtp.jsonl"
+    return write_trace(path, TRUTH, 4000, seed=11, hardware="gb10", vllm_version="0.33.0",
+                       drafter={"method": "mtp", "target_model": "Qwen3.6"})
+
+
+@pytest.fixture(scope="module")
+def nuts_fit(trace):
+    import torch
+
+    torch.set_num_threads(1)
+    return fit([trace], FitOptions(method="nuts", **QUICK))
+
+
+def test_nuts_recovers_the_true_weights(nuts_fit):
+    """Every weight within 4 posterior sd of the truth (a miss has probability ~6e-5 per weight if
+    the posterior is calibrated), and the mean step time within 1% everywhere the trace went: the
+    quantity the governor uses. (The drafted-token weight is small, ~0.5 ms at B = 64: the data pin
+    it only to ~50%, which is why the check is in posterior sd, not in percent.)"""
+    r = nuts_fit
+    assert r.ok, r.failures
+    w, sd = r.posterior.weights.mean(0), r.posterior.weights.std(0)
+    assert np.all(np.abs(w - np.array(TRUTH.weights)) < 4 * sd), (w, sd)
+    assert np.all(np.abs(w[:3] / np.array(TRUTH.weights[:3]) - 1) < 0.05)
+    for b in (1, 8, 64):
+        assert np.allclose(r.prior.latency_weights @ _x(b).T, TRUTH.mean_step_s(b), rtol=0.01)
+    d = r.diagnostics
+    assert max(d["rhat"].values()) <= 1.05 and min(d["ess"].values()) >= 100
+    assert abs(r.posterior.cv.mean() - TRUTH.noise_cv) < 0.005
+    assert np.allclose(r.acceptance.mean, TRUTH.acceptance, atol=0.03)
+    assert d["ppc"]["median_rel_error"] < 0.01
+
+
+def _x(b):
+    from banditk.latency_model import features
+
+    return features(b, np.arange(TRUTH.k_max + 1))
+
+
+def test_prior_file_loads_and_carries_provenance(nuts_fit, tmp_path):
+    out = tmp_path / "prior.json"
+    write_prior(nuts_fit, out)
+    p = load_prior(out, drafter_class="mtp", k_max=4)
+    assert p.key.hardware == "gb10" and p.key.target_model == "Qwen3.6" and p.strength_cap == 200
+    prov = p.provenance
+    assert prov["steps"] == 4000 and prov["method"] == "nuts" and prov["vllm_version"] == "0.33.0"
+    assert prov["inputs"][0]["path"].endswith("mtp.jsonl") and prov["diagnostics_passed"] and not prov["forced"]
+    assert prov["model"].startswith("banditk.fit.step_time") and "rhat" in prov["diagnostics"] and prov["fitted"]
+    # Cells: the fitted mean, noise of ~cv * mean, at most `strength` observations.
+    s = p.stats
+    assert s.cell_n.max() <= 200 + 1e-9 and s.reg_n <= 200 + 1e-9
+    for b, batches in ((0, [1]), (3, [4, 5])):  # buckets B = 1 and B = 4..5
+        mean = s.cell_sum[b] / s.cell_n[b]
+        sd = np.sqrt(s.cell_sumsq[b] / s.cell_n[b] - mean**2)
+        true = np.mean([TRUTH.mean_step_s(x) for x in batches], axis=0)
+        assert np.allclose(mean, true, rtol=0.015)
+        # Noise cv * mean, plus (for B = 4..5) the spread of the mean over the bucket's B.
+        spread = np.std([TRUTH.mean_step_s(x) for x in batches], axis=0)
+        assert np.allclose(sd, np.sqrt((TRUTH.noise_cv * true) ** 2 + spread**2), rtol=0.1)
+    # Buckets the trace never reached are left to the regression.
+    assert s.cell_n[-1].sum() == 0
+
+
+def _regret(prior, batches, seed=0):
+    gov = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=seed), prior)
+    rng = np.random.default_rng(seed)
+    regret, first_best = 0.0, []
+    for i, b in enumerate(batches):
+        d = gov.select(StepContext(num_decoding=int(b), k_max=4, drafter_class="mtp"))
+        g = TRUTH.goodput(int(b))
+        regret += 1 - g[d.k] / g.max()
+        if i < 40:
+            first_best.append(d.k == TRUTH.best_k(int(b)))
+        gov.observe(d, TRUTH.outcome(rng, d, int(b)))
+    return regret, float(np.mean(first_best))
+
+
+def test_governor_from_the_prior_picks_the_best_k_at_once(nuts_fit, tmp_path):
+    out = tmp_path / "prior.json"
+    write_prior(nuts_fit, out)
+    prior = load_prior(out)
+    batches = np.repeat([2, 8, 32, 4, 16], 60)
+    with_prior, first = _regret(prior, batches)
+    flat, flat_first = _regret(None, batches)
+    assert first >= 0.9, first
+    assert with_prior < 0.5 * flat, (with_prior, flat)
+
+
+def test_stalled_steps_do_not_pull_the_weights(tmp_path):
+    """A governor-driven trace (K far from uniform) where 1% of steps stall at 5x: the noise is
+    not normal, yet the fit passes and the mean step time (stalls included: +4%) is right."""
+    trace = write_governed_trace(tmp_path / "gov.jsonl", TRUTH, 3000, seed=2, stall_p=0.01)
+    r = fit([trace], FitOptions(method="nuts", **QUICK))
+    assert r.ok, r.failures
+    for b in (1, 8, 64):
+        assert np.allclose(r.prior.latency_weights @ _x(b).T, 1.04 * TRUTH.mean_step_s(b), rtol=0.08)
+
+
+@pytest.fixture(scope="module")
+def jump_trace(tmp_path_factory):
+    """A step in cost the model cannot express: step time x1.6 from B = 24 (a cudagraph size jump)."""
+    path = tmp_path_factory.mktemp("jump") / "jump.jsonl"
+    return write_trace(path, TRUTH, 2000, seed=5, step_factor=lambda b, k: 1.6 if b >= 24 else 1.0)
+
+
+def test_wrong_model_fails_the_ppc_and_is_refused_without_force(jump_trace, tmp_path):
+    r = fit([jump_trace], FitOptions(method="nuts", warmup=100, samples=100, progress=False))
+    assert r.ppc.median_rel_error > 0.05 and not r.ok
+    assert any("posterior predictive" in f for f in r.failures)
+    out = tmp_path / "p.json"
+    with pytest.raises(DiagnosticsFailedError, match=r"--force.*median relative error .* > 5.0%"):
+        write_prior(r, out)
+    assert not out.exists()
+    write_prior(r, out, force=True)
+    p = load_prior(out)
+    assert p.provenance["forced"] and not p.provenance["diagnostics_passed"]
+    assert p.provenance["diagnostics"]["ppc"]["median_rel_error"] > 0.05
+    # The forced prior's cells still follow the data where the trace measured them.
+    b64 = p.stats.cell_sum[11] / p.stats.cell_n[11]  # bucket 11: B = 64..95
+    assert np.allclose(b64, 1.6 * TRUTH.mean_step_s(64), rtol=0.03)
+
+
+def test_cli_exits_1_and_writes_nothing_when_diagnostics_fail(jump_trace, tmp_path, capsys):
+    out = tmp_path / "p.json"
+    # (400 SVI steps keep the test short; the PPC fails whatever the optimiser does.)
+    assert _cli(["fit", str(jump_trace), "-o", str(out), "--method", "svi", "--svi-steps", "400", "--no-progress"]) == 1
+    assert not out.exists()
+    assert "refused" in capsys.readouterr().err
+
+
+def test_cli_refuses_a_trace_of_another_class(tmp_path):
+    trace = write_trace(tmp_path / "eagle.jsonl", TRUTH, 100, drafter_class="eagle")
+    with pytest.raises(DrafterClassMismatchError, match="'eagle', not --drafter-class='mtp'"):
+        _cli(["fit", str(trace), "-o", str(tmp_path / "p.json"), "--drafter-class", "mtp", "--no-progress"])
+
+
+def test_cli_svi_fit_writes_a_report_and_prints_the_ppc_table(trace, tmp_path, capsys):
+    out, rep = tmp_path / "p.json", tmp_path / "report.json"
+    assert _cli(["fit", str(trace), "-o", str(out), "--method", "svi", "--hardware", "strix-halo",
+                 "--strength", "50", "--report", str(rep), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "observed ms" in text and "median relative error" in text and "SVI ELBO trace" in text
+    doc = json.loads(rep.read_text())
+    assert doc["method"] == "svi" and len(doc["elbo"]) == doc["diagnostics"]["steps"] and doc["ppc"]
+    assert doc["diagnostics"]["converged"] and doc["diagnostics"]["abs_change"] < 0.5
+    p = load_prior(out)
+    assert p.key.hardware == "strix-halo" and p.strength_cap == 50 and p.stats.cell_n.max() <= 50 + 1e-9
+    # SVI agrees with the truth as NUTS does.
+    for b in (1, 8, 64):
+        assert np.allclose(p.latency_weights @ _x(b).T, TRUTH.mean_step_s(b), rtol=0.01)
+
+
+def test_bad_bucket_edges_flag_names_the_value(capsys):
+    with pytest.raises(SystemExit):
+        _cli(["fit", "x.jsonl", "-o", "p.json", "--bucket-edges", "1,two"])
+    err = capsys.readouterr().err
+    assert "--bucket-edges" in err and "'1,two'" in err
+
+
+def test_too_few_distinct_batch_and_k_is_an_error(tmp_path):
+    from banditk.fit.errors import FitInputError
+
+    trace = write_trace(tmp_path / "one.jsonl", TRUTH, 50, batches=np.array([8]))
+    trace.write_text("\n".join(line for line in trace.read_text().splitlines() if '"k": 0' in line or "trace" in line))
+    with pytest.raises(FitInputError, match="1 distinct \\(B, K\\) pairs"):
+        fit([trace], FitOptions(progress=False))
+
+
+def test_help_explains_and_importing_the_cli_does_not_import_torch(capsys):
+    import subprocess
+    import sys
+
+    code = ("import argparse, sys; import banditk.fit.cli as c, banditk.fit.fitter; "
+            "p = argparse.ArgumentParser(prog='banditk'); c.add_fit_parser(p.add_subparsers()); "
+            "p.parse_args(['fit', '--help']) if False else None; print(c.DESCRIPTION[:10]); "
+            "print('torch' in sys.modules, 'pyro' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "False False"
+    parser = argparse.ArgumentParser(prog="banditk")
+    add_fit_parser(parser.add_subparsers())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["fit", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--method", "--force", "--strength", "--bucket-edges", "--k-max", "--hardware", "--drafter-class",
+                 "posterior predictive", "NUTS", "SVI"):
+        assert flag in text
