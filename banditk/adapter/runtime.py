@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import trace
 from ..types import StepContext, StepOutcome
 from . import vllm_compat, worker_timing
 from .ledger import DecisionLedger
@@ -56,7 +57,8 @@ class GovernorRuntime:
         self.clock = clock
         self.ledger = DecisionLedger()
         self.telemetry = Telemetry(self.k_max, settings.request_history)
-        self.log = (RotatingJsonl(settings.telemetry_log, settings.telemetry_log_max_bytes, settings.telemetry_log_backups)
+        self.log = (RotatingJsonl(settings.telemetry_log, settings.telemetry_log_max_bytes, settings.telemetry_log_backups,
+                                  header=trace.header(self.drafter_class, self.k_max, "vllm", **(provenance or {})))
                     if settings.telemetry_log else None)
         self.snapshots = (SnapshotWriter(settings.snapshot_path, settings.snapshot_interval_s, policy, provenance)
                           if settings.snapshot_path else None)
@@ -64,6 +66,7 @@ class GovernorRuntime:
         self.select_calls = 0
         self._t_schedule = clock()
         self._step_of: dict[int, int] = {}
+        self._prefill_of: dict[int, int] = {}
         self._verified: list[tuple[str, int, int]] = []
         self._timing_known: bool | None = None
         self._t_state = time.monotonic()
@@ -119,6 +122,10 @@ class GovernorRuntime:
                 vllm_compat.set_num_spec_tokens(scheduler_output, k)
             step = self.ledger.open_step(k=k, decision=decision, decoding=tuple(decoding), t_schedule=self._t_schedule)
             self._step_of[id(scheduler_output)] = step
+            # Prompt tokens computed in this step (chunked prefill): their time is not K's.
+            scheduled = scheduler_output.num_scheduled_tokens
+            self._prefill_of[step] = max(int(scheduler_output.total_num_scheduled_tokens)
+                                         - sum(scheduled.get(r, 0) for r in decoding), 0)
         except Exception as e:  # never stop the engine
             self._error("schedule_hook", e)
             try:
@@ -181,10 +188,11 @@ class GovernorRuntime:
             target_s = None if timing is None else timing[0]
             self.telemetry.observe_step(duration, target_s, prev.draft_s)
             if prev.decision is not None:
-                self._credit(prev, duration, target_s, verified, scheduler_output)
+                self._credit(prev, duration, target_s, verified, scheduler_output, self._prefill_of.pop(step, 0))
         if step % _EVICT_EVERY == 0:
             self.telemetry.evict(scheduler.requests)
             self._step_of = {k: v for k, v in self._step_of.items() if v > step - 64}
+            self._prefill_of = {k: v for k, v in self._prefill_of.items() if k > step - 64}
         self._periodic()
         if not vllm_compat.has_unfinished_requests(scheduler):
             self._on_idle(scheduler)
@@ -199,7 +207,8 @@ class GovernorRuntime:
             self._snapshot_obs = obs
             self.snapshots.write()
 
-    def _credit(self, prev, duration: float, target_s: float | None, verified: list, scheduler_output) -> None:
+    def _credit(self, prev, duration: float, target_s: float | None, verified: list, scheduler_output,
+                prefill_tokens: int = 0) -> None:
         k_max = self.k_max
         drafted, accepted, seen = [], [], set()
         for req_id, d, a in verified:
@@ -216,21 +225,16 @@ class GovernorRuntime:
                 accepted.append(0)
         drafted = np.array(drafted, dtype=np.int64)
         accepted = np.array(accepted, dtype=np.int64)
-        outcome = StepOutcome(drafted, accepted, duration,
-                              draft_duration_s=prev.draft_s, target_duration_s=target_s)
+        outcome = StepOutcome(drafted, accepted, duration, draft_duration_s=prev.draft_s, target_duration_s=target_s,
+                              prefill_tokens=prefill_tokens)
         try:
             self.policy.observe(prev.decision, outcome)
         except Exception as e:
             self._error("observe", e)
         if self.log is not None:
-            self.log.write({
-                "t": time.time(), "step": prev.step, "k": prev.k, "B": len(prev.decoding),
-                "drafted": int(outcome.drafted.sum()), "accepted": int(outcome.accepted.sum()),
-                "requests": int(outcome.drafted.size), "step_s": round(duration, 6),
-                "draft_s": None if prev.draft_s is None else round(prev.draft_s, 6),
-                "target_s": None if target_s is None else round(target_s, 6),
-                "kv": round(self.telemetry.kv_usage, 4), "queue": self.telemetry.queue_len,
-            })
+            # The trace format of banditk.trace: `banditk fit` reads this log directly.
+            self.log.write(trace.step_record(prev.decision, outcome, k_max, t=round(time.time(), 3),
+                                             kv=round(self.telemetry.kv_usage, 4), queue=self.telemetry.queue_len))
 
     # ---- housekeeping -----------------------------------------------------------------------
 

@@ -37,8 +37,10 @@ class RotatingJsonl:
     Write errors are counted, never raised: telemetry must not stop an engine.
     """
 
-    def __init__(self, path: str, max_bytes: int, backups: int) -> None:
+    def __init__(self, path: str, max_bytes: int, backups: int, header: dict | None = None) -> None:
         self.path, self.max_bytes, self.backups = path, max_bytes, backups
+        # Written at the top of every file, so each rotated part is a readable trace.
+        self.header = None if header is None else json.dumps(header, separators=(",", ":")) + "\n"
         self.errors = 0
         self._fh = None
         self._size = 0
@@ -48,13 +50,20 @@ class RotatingJsonl:
             if self._fh is None:
                 self._fh = open(self.path, "a", encoding="utf-8")
                 self._size = self._fh.tell()
+                self._write_header()
             line = json.dumps(record, separators=(",", ":")) + "\n"
             if self._size + len(line) > self.max_bytes and self._size > 0:
                 self._rotate()
+                self._write_header()
             self._fh.write(line)
             self._size += len(line)
         except OSError:
             self.errors += 1
+
+    def _write_header(self) -> None:
+        if self.header is not None and self._size == 0:
+            self._fh.write(self.header)
+            self._size += len(self.header)
 
     def _rotate(self) -> None:
         self._fh.close()

@@ -170,7 +170,10 @@ def test_telemetry_log_and_snapshot(tmp_path):
     rt.close()  # idempotent
     assert snap.exists() and rt.snapshots.writes == 1
     lines = log.read_text().splitlines()
-    assert len(lines) == 5
+    assert len(lines) == 1 + 5  # the trace header, then the 5 credited steps
+    from banditk.trace import read_trace
+
+    assert len(read_trace(log)) == 5
     from banditk.priorfile import load_prior
 
     assert load_prior(snap, drafter_class="draft_model", k_max=3).k_max == 3

@@ -234,14 +234,26 @@ def test_worker_timings_reach_the_governor(governed):
     assert shares is not None and shares["draft"] > 0 and shares["verify"] > 0
 
 
-def test_telemetry_log_written(governed):
+def test_telemetry_log_is_a_trace_that_banditk_fit_reads(governed):
     import json
 
+    from banditk.trace import read_trace
+
     llm, d = governed
+    generate(llm, PROMPTS)
     runtime(llm).log.flush()
-    rows = [json.loads(x) for x in (d / "steps.jsonl").read_text().splitlines()]
-    assert rows and {"k", "B", "drafted", "accepted", "step_s", "draft_s", "target_s"} <= set(rows[0])
+    lines = [json.loads(x) for x in (d / "steps.jsonl").read_text().splitlines()]
+    head, rows = lines[0], lines[1:]
+    assert head["trace"] == "banditk/trace" and head["source"] == "vllm" and head["k_max"] == K_MAX
+    assert rows and {"k", "B", "acc_s", "acc_f", "prefill", "step_s", "draft_s", "target_s", "t"} <= set(rows[0])
     assert all(0 <= r["k"] <= K_MAX for r in rows)
+    tr = read_trace(d / "steps.jsonl")
+    assert len(tr) == len(rows) and tr.skipped == 0
+    # The log holds the credited steps (a step after a prefill-only step has no decision to
+    # credit), so per position it accepts at most what the telemetry counted, and not nothing.
+    t = runtime(llm).telemetry
+    logged = tr.acc_s.sum(axis=0)
+    assert logged[0] > 0 and all(logged <= t.accepted_per_position)
 
 
 def test_async_scheduler_sizes_placeholders_with_governed_k_and_credits_in_order(governed):
