@@ -75,7 +75,7 @@ class BanditGovernor:
         self._design = np.stack([latency_model.features(B, np.arange(k_max + 1)) for B in self._rep_batch])
         # Typical squared size of each feature over the buckets and K: the ridge prior on
         # the latency weights is worth `model_prior_strength` observations per feature.
-        self._model_prior_precision = np.diag(config.model_prior_strength * (self._design**2).reshape(-1, 4).mean(axis=0))
+        self._model_prior_precision = np.diag(config.model_prior_strength * (self._design**2).reshape(-1, len(latency_model.FEATURES)).mean(axis=0))
         self.prev_k = -1
         self.prev_bucket = -1
         self._held = 0

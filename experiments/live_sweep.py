@@ -79,8 +79,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.policies is None:
         args.policies = ",".join(["nospec", *[f"fixed:{k}" for k in range(1, args.k_max + 1)],
                                   f"table:{args.table}", "bandit", "bandit+prior"])
-    args.policies = [p.strip() for p in args.policies.split(",") if p.strip()] if isinstance(args.policies, str) else args.policies
+    args.policies = split_policies(args.policies)
     return args
+
+
+def split_policies(text: str) -> list[str]:
+    """Split a comma-separated policy list, keeping commas inside a table's brackets.
+
+    >>> split_policies("nospec,table:[[1,4,3],[5,256,0]],bandit")
+    ['nospec', 'table:[[1,4,3],[5,256,0]]', 'bandit']
+    """
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return [p for p in out if p]
 
 
 def build_models(args) -> tuple[str, str]:

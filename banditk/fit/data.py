@@ -136,11 +136,15 @@ def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_cl
         m = min(k_max, t.k_max)
         acc_s[:m] += t.acc_s[keep, :m].sum(axis=0)
         acc_f[:m] += t.acc_f[keep, :m].sum(axis=0)
-        cols.append((t.batch[keep], t.k[keep], t.step_s[keep]))
+        # Steps that also computed prompt tokens (chunked prefill) cost time the decode-only
+        # latency model does not describe: they inform acceptance, not latency.
+        decode_only = keep & (t.prefill == 0)
+        cols.append((t.batch[decode_only], t.k[decode_only], t.step_s[decode_only]))
         inputs.append({"path": name, "steps": int(keep.sum()), "dropped_k_above_k_max": int((~keep).sum()),
+                       "latency_steps_without_prefill": int(decode_only.sum()),
                        "skipped_lines": int(t.skipped), "source": str(t.header.get("source", ""))})
     batch, k, step_s = (np.concatenate(c) for c in zip(*cols))
     if batch.size == 0:
-        raise FitInputError(f"no step of {[n for n, _ in traces]} has K <= k_max={k_max}.")
+        raise FitInputError(f"no step of {[n for n, _ in traces]} has K <= k_max={k_max} and no prefill in it.")
     return FitData(classes.pop(), k_max, aggregate(batch, k, step_s), acc_s, acc_f,
                    [t.header for _, t in traces], inputs)
