@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.banditk-core
 FULL   := $(VENV)/.banditk-full
 
-.PHONY: demo test demo-vllm bench bench-vllm fuzz soak live-sweep clean
+.PHONY: demo test sweep demo-vllm bench bench-vllm fuzz soak live-sweep clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ $(FULL): pyproject.toml | $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/banditk demo
+	$(BIN)/python experiments/repro_49548.py --quick
+	$(BIN)/python experiments/sweep.py --scenario experiments/scenarios/49548.json --quick --out results/demo-sweep
+
+sweep: $(STAMP)
+	$(BIN)/python experiments/sweep.py --scenario $${SCENARIO:-experiments/scenarios/49548.json}
 
 test: $(STAMP) $(FULL)
 	@set -e; rc=0; $(BIN)/python -m pytest $(PYTEST_ARGS) || rc=$$?; \

@@ -132,12 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .fit.cli import add_fit_parser
 
     add_fit_parser(sub)
-    try:
-        from .sim.cli import add_sim_parser
-    except ImportError:
-        pass
-    else:
-        add_sim_parser(sub)
+    from .sim.cli import add_sim_parser, add_sweep_parser
+
+    add_sim_parser(sub)
+    add_sweep_parser(sub)
     return parser
 
 

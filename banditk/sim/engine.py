@@ -1,0 +1,407 @@
+"""The step loop: continuous batching, chunked prefill, KV capacity, preemption.
+
+One call of :meth:`Simulator.step` is one vLLM scheduler step:
+
+1. arrivals (closed loop refills to the concurrency; open loop draws Poisson
+   arrival times) enter the waiting queue;
+2. decoding requests are scheduled first, then prefill chunks from the queue
+   within ``max_num_batched_tokens`` and the free KV cache;
+3. the policy is asked for K (prefill-only steps ask nothing), each decoding
+   request reserves ``1 + K`` lookahead slots, and the newest requests are
+   preempted (recompute) while the cache overflows;
+4. the step takes its roofline time (:mod:`banditk.sim.step_time`) times
+   log-normal noise; drafts are verified in the same step; the policy observes
+   the per-request drafted/accepted counts and the noisy duration.
+
+Each step the oracle scores every K from the true per-request acceptance and
+the noise-free step time, for regret (:mod:`banditk.sim.oracle`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..policies.base import Policy
+from ..types import Decision, StepContext, StepOutcome
+from .acceptance import draw_request_acceptance, expected_tokens, sample_accepted
+from .hardware import get_hardware
+from .models import get_model
+from .scenario import Scenario, ScenarioError
+from .step_time import StepCostModel
+
+EMPTY, PREFILL, DECODE, WAITING = 0, 1, 2, 3
+
+#: Weight of the newest decode-only step in the oracle's running decode rate (~200-step memory).
+ORACLE_RATE_WEIGHT = 1.0 / 200.0
+
+
+class SimulationError(RuntimeError):
+    """A policy or the simulator produced an impossible step."""
+
+
+@dataclass
+class Trace:
+    """Per-step record (arrays of length ``steps``)."""
+
+    duration: np.ndarray
+    k: np.ndarray
+    n_dec: np.ndarray
+    n_sched: np.ndarray
+    tokens: np.ndarray
+    expected_tokens: np.ndarray
+    oracle_tokens: np.ndarray
+    k_star: np.ndarray
+    kv_usage: np.ndarray
+    preemptions: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> "Trace":
+        f = lambda dt: np.zeros(n, dtype=dt)  # noqa: E731
+        t = cls(f(float), f(np.int16), f(np.int32), f(np.int32), f(float), f(float), f(float), f(np.int16),
+                f(float), f(np.int32))
+        t.k[:] = -1
+        t.k_star[:] = -1
+        return t
+
+
+@dataclass
+class Requests:
+    """Completed requests: arrival, first-token and finish times (s), output tokens, finish step."""
+
+    arrival: list = field(default_factory=list)
+    first: list = field(default_factory=list)
+    finish: list = field(default_factory=list)
+    out: list = field(default_factory=list)
+    step: list = field(default_factory=list)
+
+
+def _kv_bytes_per_token(model, request_tokens: int) -> float:
+    """Average KV bytes per token of a request of ``request_tokens`` tokens.
+
+    Sliding-window layers hold at most ``swa_window`` tokens of each request.
+    """
+    swa = model.swa_kv_bytes_per_token * min(1.0, model.swa_window / max(request_tokens, 1)) \
+        if model.swa_kv_bytes_per_token else 0.0
+    return model.kv_bytes_per_token + swa
+
+
+def default_kv_capacity(scn: Scenario) -> int:
+    """Tokens of KV cache left after weights at 90% memory utilisation.
+
+    Sliding-window layers are counted at their window (per request of the
+    scenario's prompt + output length).
+    """
+    hw, m = get_hardware(scn.hardware), get_model(scn.model)
+    weights = m.total_params * m.bytes_per_param + m.lm_head_params * m.lm_head_bytes_per_param * 2
+    free = 0.9 * hw.memory_bytes - weights
+    if free <= 0:
+        raise ScenarioError(
+            f"{scn.name}: `model`={scn.model!r} ({weights / 1e9:.0f} GB of weights) does not fit `hardware`="
+            f"{scn.hardware!r} ({hw.memory_bytes / 1e9:.0f} GB); set `workload.kv_capacity_tokens`."
+        )
+    req = (scn.workload.get("prompt_tokens") or 0) + (scn.workload.get("output_tokens") or 0)
+    return int(free / max(_kv_bytes_per_token(m, req), 1.0))
+
+
+class Simulator:
+    """Serve one scenario under one policy.
+
+    Args:
+        scenario: the validated scenario.
+        policy: a :class:`~banditk.policies.base.Policy`.
+        seed: seed of every random draw (arrivals, acceptance, noise).
+        speculation: False for a server without speculative decoding (``nospec``).
+        dynamic: True when the server runs vLLM's dynamic-K mode (the
+            scenario's ``dynamic_cudagraph`` then applies); False for static K.
+    """
+
+    def __init__(self, scenario: Scenario, policy: Policy, *, seed: int = 0, speculation: bool = True,
+                 dynamic: bool = True) -> None:
+        self.scn = scenario
+        self.policy = policy
+        self.spec = bool(speculation)
+        self.k_max = scenario.k_max
+        self.rng = np.random.default_rng(seed)
+        hw, m = get_hardware(scenario.hardware), get_model(scenario.model)
+        piecewise = dynamic and scenario.dynamic_cudagraph == "PIECEWISE"
+        self.cost = StepCostModel(hw, m, scenario.drafter_class, scenario.k_max, dynamic=piecewise)
+        self.wl = dict(scenario.workload)
+        self.mu = np.array(scenario.acceptance, dtype=float)
+        self.disp = scenario.request_dispersion
+        self.kv_cap = self.wl.get("kv_capacity_tokens") or default_kv_capacity(scenario)
+        open_loop = self.wl.get("arrival_rate") is not None or any(
+            p.workload and p.workload.get("arrival_rate") is not None for p in scenario.phases)
+        conc = [self.wl.get("concurrency") or 0] + [
+            (p.workload or {}).get("concurrency") or 0 for p in scenario.phases]
+        n = self.wl["max_num_seqs"] if open_loop else max(conc)
+        self.n_slots = int(max(n, 1))
+        s = self.n_slots
+        self.state = np.zeros(s, dtype=np.int8)
+        self.prompt = np.zeros(s, dtype=np.int64)
+        self.out_len = np.zeros(s, dtype=np.int64)
+        self.gen = np.zeros(s, dtype=np.int64)
+        self.computed = np.zeros(s, dtype=np.int64)
+        self.arrival = np.zeros(s)
+        self.first = np.full(s, np.nan)
+        self.order = np.zeros(s, dtype=np.int64)
+        self.alpha = np.zeros((s, self.k_max))
+        self.ecum = np.zeros((s, self.k_max + 1))
+        self.pending: deque[float] = deque()
+        self.now = 0.0
+        self.step_idx = 0
+        self._seq = 0
+        self._next_arrival = self._draw_interarrival() if self.wl.get("arrival_rate") else math.inf
+        self._phase_i = 0
+        self.done = Requests()
+        self._is_oracle = bool(getattr(policy, "needs_oracle", False))
+        self._rate: float | None = None
+
+    # -- workload ---------------------------------------------------------
+    def _draw_interarrival(self) -> float:
+        return self.now + self.rng.exponential(1.0 / self.wl["arrival_rate"])
+
+    def _apply_phases(self) -> None:
+        while self._phase_i < len(self.scn.phases) and self.scn.phases[self._phase_i].at_step <= self.step_idx:
+            ph = self.scn.phases[self._phase_i]
+            self._phase_i += 1
+            if ph.acceptance is not None or ph.request_dispersion is not None:
+                if ph.acceptance is not None:
+                    self.mu = np.array(ph.acceptance, dtype=float)
+                if ph.request_dispersion is not None:
+                    self.disp = ph.request_dispersion
+                live = np.flatnonzero(self.state != EMPTY)
+                self._draw_alpha(live)
+            if ph.workload:
+                was_open = self.wl.get("arrival_rate") is not None
+                self.wl.update({k: v for k, v in ph.workload.items() if k in ("concurrency", "arrival_rate")
+                                or v is not None})
+                if self.wl.get("arrival_rate") is not None and (not was_open or "arrival_rate" in ph.workload):
+                    self._next_arrival = self._draw_interarrival()
+                elif self.wl.get("arrival_rate") is None:
+                    self._next_arrival = math.inf
+
+    def _draw_alpha(self, idx: np.ndarray) -> None:
+        if idx.size:
+            a = draw_request_acceptance(self.mu, self.disp, idx.size, self.rng)
+            self.alpha[idx] = a
+            self.ecum[idx] = expected_tokens(a)
+
+    def _admit_new(self, slots: np.ndarray, arrivals: np.ndarray) -> None:
+        self.state[slots] = WAITING
+        self.prompt[slots] = self.wl["prompt_tokens"]
+        self.out_len[slots] = self.wl["output_tokens"]
+        self.gen[slots] = 0
+        self.computed[slots] = 0
+        self.arrival[slots] = arrivals
+        self.first[slots] = np.nan
+        self.order[slots] = np.arange(self._seq, self._seq + slots.size)
+        self._seq += slots.size
+        self._draw_alpha(slots)
+
+    def _arrivals(self) -> None:
+        empty = np.flatnonzero(self.state == EMPTY)
+        if self.wl.get("arrival_rate") is None:
+            want = self.wl["concurrency"] - (self.n_slots - empty.size)
+            if want > 0 and empty.size:
+                sl = empty[:want]
+                self._admit_new(sl, np.full(sl.size, self.now))
+            return
+        while self._next_arrival <= self.now:
+            self.pending.append(self._next_arrival)
+            self._next_arrival = self._draw_interarrival()
+        if self.pending and empty.size:
+            n = min(empty.size, len(self.pending))
+            arr = np.array([self.pending.popleft() for _ in range(n)])
+            self._admit_new(empty[:n], arr)
+
+    # -- oracle -------------------------------------------------------------
+    def _oracle(self, tok_k: np.ndarray, times: np.ndarray, mixed: bool) -> tuple[int, np.ndarray, float]:
+        """Best K and the score ``tokens - rate x time`` of every K (see :mod:`banditk.sim.oracle`).
+
+        Decode-only steps use their own best ratio as the rate (the plain
+        goodput argmax) and feed the running decode rate; steps with a prefill
+        chunk use the running rate, so the chunk's cost does not make drafts
+        look cheap.
+        """
+        best_ratio = float(np.max(tok_k / times))
+        if not mixed or self._rate is None:
+            lam = best_ratio
+        else:
+            lam = self._rate
+        if not mixed:
+            self._rate = best_ratio if self._rate is None else self._rate + ORACLE_RATE_WEIGHT * (
+                best_ratio - self._rate)
+        score = tok_k - lam * times
+        return int(np.argmax(score)), score, lam
+
+    # -- one step ---------------------------------------------------------
+    def _kv_used(self) -> int:
+        dec = self.state == DECODE
+        pre = self.state == PREFILL
+        return int((self.prompt[dec] + self.gen[dec]).sum() + self.computed[pre].sum())
+
+    def _preempt_one(self) -> bool:
+        live = np.flatnonzero((self.state == DECODE) | (self.state == PREFILL))
+        if live.size <= 1:
+            return False
+        r = live[np.argmax(self.order[live])]
+        self.state[r] = WAITING
+        self.computed[r] = 0
+        return True
+
+    def step(self, trace: Trace | None = None) -> None:
+        """Run one scheduler step and record it at ``trace[self.step_idx]``."""
+        self._apply_phases()
+        self._arrivals()
+        st = self.state
+        if not ((st == DECODE) | (st == PREFILL) | (st == WAITING)).any():
+            if math.isfinite(self._next_arrival):
+                self.now = self._next_arrival
+                self._arrivals()
+                st = self.state
+            else:
+                raise SimulationError("no requests and no arrivals: the workload is empty.")
+        k_max = self.k_max
+        wl = self.wl
+        preempted = 0
+        dec = np.flatnonzero(st == DECODE)
+        used = self._kv_used()
+        # Prefill chunks: partially prefilled first, then waiting by arrival.
+        chunk_idx = np.zeros(0, dtype=np.int64)
+        chunks = np.zeros(0, dtype=np.int64)
+        cand_mask = (st == PREFILL) | (st == WAITING)
+        if cand_mask.any():
+            cand = np.flatnonzero(cand_mask)
+            cand = cand[np.lexsort((self.arrival[cand], st[cand] != PREFILL))]
+            budget = wl["max_num_batched_tokens"] - dec.size * (1 + k_max)
+            free = self.kv_cap - used - dec.size * (1 + k_max)
+            running = int(((st == DECODE) | (st == PREFILL)).sum())
+            ci, cs = [], []
+            for r in cand:
+                if budget <= 0 or free <= 0:
+                    break
+                if st[r] == WAITING:
+                    if running >= wl["max_num_seqs"]:
+                        break
+                    running += 1
+                need = int(self.prompt[r] + self.gen[r] - self.computed[r])
+                c = min(need, budget, free)
+                ci.append(r)
+                cs.append(c)
+                budget -= c
+                free -= c
+            if ci:
+                chunk_idx = np.array(ci, dtype=np.int64)
+                chunks = np.array(cs, dtype=np.int64)
+                st[chunk_idx] = PREFILL
+        n_dec = dec.size
+        n_sched = n_dec + chunk_idx.size
+        queue = int((st == WAITING).sum()) + len(self.pending)
+        # Decide K.
+        decision = None
+        k = 0
+        if n_dec:
+            ctx_len = self.prompt[dec] + self.gen[dec]
+            kv_bytes = self.cost.kv_read_bytes(ctx_len, n_dec)
+            times = self.cost.times(n_dec, n_sched, int(chunks.sum()), kv_bytes, spec=True)
+            tok_k = self.ecum[dec].sum(axis=0)
+            k_star, score, lam = self._oracle(tok_k, times, bool(chunks.size))
+            if self._is_oracle:
+                self.policy.next_k = k_star
+            ctx = StepContext(num_decoding=n_dec, k_max=k_max, drafter_class=self.scn.drafter_class,
+                              kv_usage=min(1.0, used / self.kv_cap), queue_len=queue, num_scheduled=n_sched)
+            decision = self.policy.select(ctx)
+            k = int(decision.k)
+            if not 0 <= k <= k_max:
+                raise SimulationError(f"policy {self.policy.name!r} chose `k`={k}, outside [0, {k_max}].")
+            if not self.spec:
+                k = 0
+            # Lookahead slots; preempt the newest while the cache overflows.
+            while used + n_dec * (1 + k) + int(chunks.sum()) > self.kv_cap:
+                if not self._preempt_one():
+                    break
+                preempted += 1
+                keep_c = st[chunk_idx] == PREFILL
+                chunk_idx, chunks = chunk_idx[keep_c], chunks[keep_c]
+                dec = np.flatnonzero(st == DECODE)
+                n_dec = dec.size
+                used = self._kv_used()
+            if preempted:
+                n_sched = n_dec + chunk_idx.size
+                ctx_len = self.prompt[dec] + self.gen[dec]
+                kv_bytes = self.cost.kv_read_bytes(ctx_len, n_dec)
+                times = self.cost.times(n_dec, n_sched, int(chunks.sum()), kv_bytes, spec=True)
+                tok_k = self.ecum[dec].sum(axis=0)
+                k_star, score, lam = self._oracle(tok_k, times, bool(chunks.size))
+            if self.spec:
+                t_exp = float(times[k])
+                exp_tok = float(tok_k[k])
+            else:
+                t_exp = float(self.cost.times(n_dec, n_sched, int(chunks.sum()), kv_bytes, spec=False)[0])
+                exp_tok = float(n_dec)
+            # Tokens the oracle would have emitted in this step's time (>= exp_tok in the same mode).
+            oracle_tok = exp_tok + float(score[k_star]) - (exp_tok - lam * t_exp)
+        else:
+            pf_ctx = self.computed[chunk_idx]
+            kv_bytes = self.cost.kv_read_bytes(pf_ctx, 0)
+            t_exp = float(self.cost.times(0, n_sched, int(chunks.sum()), kv_bytes, spec=self.spec)[0])
+            exp_tok = oracle_tok = 0.0
+            k_star = -1
+        noise = self.scn.noise_cv
+        t_obs = t_exp * math.exp(self.rng.normal(0.0, noise) - 0.5 * noise * noise) if noise > 0 else t_exp
+        end = self.now + t_obs
+        emitted_total = 0
+        acc = np.zeros(n_dec, dtype=np.int64)
+        if n_dec:
+            acc = sample_accepted(self.alpha[dec], k, self.rng)
+            emitted = np.minimum(1 + acc, self.out_len[dec] - self.gen[dec])
+            self.gen[dec] += emitted
+            emitted_total += int(emitted.sum())
+        if chunk_idx.size:
+            self.computed[chunk_idx] += chunks
+            fin = chunk_idx[self.computed[chunk_idx] >= self.prompt[chunk_idx] + self.gen[chunk_idx]]
+            if fin.size:
+                st[fin] = DECODE
+                self.gen[fin] += 1
+                emitted_total += fin.size
+                newf = fin[np.isnan(self.first[fin])]
+                self.first[newf] = end
+        finished = np.flatnonzero((st == DECODE) & (self.gen >= self.out_len))
+        if finished.size:
+            d = self.done
+            d.arrival.extend(self.arrival[finished].tolist())
+            d.first.extend(self.first[finished].tolist())
+            d.finish.extend([end] * finished.size)
+            d.out.extend(self.out_len[finished].tolist())
+            d.step.extend([self.step_idx] * finished.size)
+            st[finished] = EMPTY
+        self.now = end
+        if decision is not None:
+            drafted = np.full(n_dec, k, dtype=np.int64)
+            self.policy.observe(decision, StepOutcome(drafted=drafted, accepted=acc, step_duration_s=t_obs))
+        if trace is not None:
+            i = self.step_idx
+            trace.duration[i] = t_obs
+            trace.k[i] = k if decision is not None else -1
+            trace.n_dec[i] = n_dec
+            trace.n_sched[i] = n_sched
+            trace.tokens[i] = emitted_total
+            trace.expected_tokens[i] = exp_tok
+            trace.oracle_tokens[i] = oracle_tok
+            trace.k_star[i] = k_star
+            trace.kv_usage[i] = min(1.0, used / self.kv_cap)
+            trace.preemptions[i] = preempted
+        self.step_idx += 1
+
+    def run(self, steps: int, progress=None) -> tuple[Trace, Requests]:
+        """Run ``steps`` steps; ``progress(i, steps)`` is called every 500 steps."""
+        trace = Trace.empty(steps)
+        for i in range(steps):
+            self.step(trace)
+            if progress is not None and (i + 1) % 500 == 0:
+                progress(i + 1, steps)
+        return trace, self.done

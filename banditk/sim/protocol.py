@@ -1,0 +1,242 @@
+"""EVALUATION.md's simulator protocol for one scenario.
+
+Three parts, all run in a worker pool:
+
+1. the concurrency sweep: every policy at C in :data:`POINTS` (prompt 512,
+   output 256) plus the #49548 shape (8 concurrent, 180 output tokens),
+   200 warm-up + 2,000 measured steps, 3 seeds; median and spread;
+2. regret: the scenario as written (its phases too) for 20,000 steps;
+3. convergence: concurrency stepping up and down, steps to settle.
+
+The report has every policy x point x metric, the thresholds, and pass/fail
+(or ``not_run``) per check.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import multiprocessing as mp
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import checks
+from .policies import find_shipped_prior
+from .run import run_policy
+from .scenario import Phase, Scenario
+
+POINTS = (1, 2, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+QUICK_POINTS = (1, 8, 32)
+SHAPE_49548 = "c8-out180"
+
+
+@dataclass
+class ProtocolConfig:
+    """How much of the protocol to run (defaults: the full protocol)."""
+
+    points: tuple[int, ...] = POINTS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    warmup: int = 200
+    measured: int = 2000
+    regret_steps: int = 20000
+    convergence_levels: tuple[int, ...] = (4, 32, 4, 64, 8)
+    convergence_phase_steps: int = 2000
+    workers: int = 2
+    include_49548_shape: bool = True
+    policies: tuple[str, ...] | None = None
+    prior_path: str | None = None
+    quick: bool = False
+
+    @classmethod
+    def quick_mode(cls, **kw) -> "ProtocolConfig":
+        """A CI-sized protocol: 3 points, 1 seed, short runs (results are not the protocol's)."""
+        base = dict(points=QUICK_POINTS, seeds=(0,), warmup=100, measured=600, regret_steps=3000,
+                    convergence_levels=(4, 32, 4), convergence_phase_steps=800, quick=True)
+        base.update(kw)
+        return cls(**base)
+
+
+def default_policies(scn: Scenario, prior_path: str | None) -> list[str]:
+    """nospec, fixed:1..K_max, table, ucb, both peers, bandit, bandit+prior (if a prior exists), oracle."""
+    pols = ["nospec"] + [f"fixed:{k}" for k in range(1, scn.k_max + 1)] + [
+        "table", "ucb", "peer:sglang", "peer:vllm-adaptive-k", "bandit"]
+    if prior_path or find_shipped_prior(scn):
+        pols.append("bandit+prior")
+    return pols + ["oracle"]
+
+
+def _job(args: tuple) -> tuple:
+    kind, key, scn, spec, seed, steps, warmup, prior = args
+    try:
+        res = run_policy(scn, spec, seed=seed, steps=steps, warmup=warmup,
+                         prior_path=prior if spec in ("bandit", "bandit+prior") and prior else None,
+                         keep_trace=kind != "point")
+    except Exception as e:  # a failing policy is reported, not fatal to the protocol
+        return kind, key, spec, seed, None, {"error": f"{type(e).__name__}: {e}"}
+    extra = {}
+    if kind == "regret":
+        tr = res.trace
+        cum_o = np.cumsum(tr.oracle_tokens)
+        cum_r = np.cumsum(tr.oracle_tokens - tr.expected_tokens)
+        idx = np.unique(np.linspace(0, steps - 1, 200).astype(int))
+        extra = {"step": idx.tolist(), "regret_fraction": (cum_r[idx] / np.maximum(cum_o[idx], 1e-9)).tolist(),
+                 "regret_tokens": cum_r[idx].tolist()}
+    elif kind == "convergence":
+        tr = res.trace
+        extra = {"k": tr.k.tolist(), "k_star": tr.k_star.tolist(), "n_dec": tr.n_dec.tolist()}
+    return kind, key, spec, seed, res.summary, extra
+
+
+def _point_scenario(scn: Scenario, c: int, out: int) -> Scenario:
+    s = scn.with_workload(concurrency=c, prompt_tokens=512, output_tokens=out)
+    s.phases = []
+    s.name = f"{scn.name}@c{c}-out{out}"
+    return s
+
+
+def _convergence_scenario(scn: Scenario, levels, per: int) -> Scenario:
+    s = scn.with_workload(concurrency=levels[0], prompt_tokens=512, output_tokens=256)
+    s.phases = [Phase(at_step=i * per, workload={"concurrency": c}) for i, c in enumerate(levels) if i > 0]
+    s.name = f"{scn.name}@steps-" + "-".join(map(str, levels))
+    return s
+
+
+def _stats(values: list[float | None]) -> dict:
+    v = np.array([x for x in values if x is not None], dtype=float)
+    if not v.size:
+        return {"median": None, "min": None, "max": None, "values": values}
+    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max()), "values": values}
+
+
+METRICS = ("throughput_tok_s", "tpot_p50_s", "tpot_p95_s", "tpot_p99_s", "ttft_p99_s", "k_switches_per_1000",
+           "regret_fraction", "mean_k", "preemptions")
+
+
+def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -> dict:
+    """Run the protocol for ``scn`` and return the report dict (see module doc)."""
+    t0 = time.time()
+    prior = cfg.prior_path or (str(find_shipped_prior(scn)) if find_shipped_prior(scn) else None)
+    pols = list(cfg.policies) if cfg.policies else default_policies(scn, prior)
+    steps = cfg.warmup + cfg.measured
+    jobs = []
+    points: list[tuple[str, int, int]] = [(f"c{c}", c, 256) for c in cfg.points]
+    if cfg.include_49548_shape:
+        points.append((SHAPE_49548, 8, 180))
+    for label, c, out in points:
+        s = _point_scenario(scn, c, out)
+        for spec in pols:
+            for seed in cfg.seeds:
+                jobs.append(("point", label, s, spec, seed, steps, cfg.warmup, prior))
+    regret_pols = [p for p in pols if p in ("bandit", "bandit+prior", "ucb", "peer:sglang",
+                                            "peer:vllm-adaptive-k", "table")]
+    rs = copy.deepcopy(scn)
+    for spec in regret_pols:
+        for seed in cfg.seeds:
+            jobs.append(("regret", "scenario", rs, spec, seed, cfg.regret_steps, cfg.warmup, prior))
+    cs = _convergence_scenario(scn, cfg.convergence_levels, cfg.convergence_phase_steps)
+    conv_steps = cfg.convergence_phase_steps * len(cfg.convergence_levels)
+    for spec in [p for p in pols if p in ("bandit", "bandit+prior", "ucb", "peer:sglang", "peer:vllm-adaptive-k")]:
+        jobs.append(("convergence", "steps", cs, spec, cfg.seeds[0], conv_steps, 0, prior))
+    # Longest jobs first keeps both workers busy to the end.
+    weight = {"point": 1, "regret": 10, "convergence": 5}
+    jobs.sort(key=lambda j: -weight[j[0]] * j[5] * (1 + (j[2].workload.get("concurrency") or 8) / 64))
+    results = []
+    ctx = mp.get_context("fork") if sys.platform.startswith("linux") else mp.get_context()
+    n = len(jobs)
+    with ctx.Pool(max(1, cfg.workers)) as pool:
+        for i, r in enumerate(pool.imap_unordered(_job, jobs), 1):
+            results.append(r)
+            if progress:
+                el = time.time() - t0
+                sys.stderr.write(f"\r[protocol {scn.name}] {i}/{n} runs  {el:5.0f}s  eta {el / i * (n - i):4.0f}s ")
+                sys.stderr.flush()
+    if progress:
+        sys.stderr.write("\n")
+    errors = [{"kind": kind, "point": key, "policy": spec, "seed": seed, "error": extra["error"]}
+              for kind, key, spec, seed, summ, extra in results if summ is None]
+    results = [r for r in results if r[4] is not None]
+    # Aggregate points.
+    table: dict[str, dict[str, dict]] = {}
+    for kind, key, spec, seed, summ, _ in results:
+        if kind == "point":
+            table.setdefault(key, {}).setdefault(spec, []).append(summ)
+    per_point: dict[str, dict[str, dict]] = {}
+    for label, _, _ in points:
+        per_point[label] = {}
+        for spec in pols:
+            runs = sorted(table.get(label, {}).get(spec, []), key=lambda s: s["seed"])
+            if runs:
+                per_point[label][spec] = {m: _stats([r[m] for r in runs]) for m in METRICS}
+    med = {lab: {p: {m: v["median"] for m, v in d.items()} for p, d in pp.items()} for lab, pp in per_point.items()}
+    check_list: list[dict] = []
+    subjects = [s for s in ("bandit", "bandit+prior") if s in pols]
+    for subj in subjects:
+        for label, _, _ in points:
+            check_list += checks.point_checks(med[label], label, subj)
+        check_list += checks.geomean_checks({k: v for k, v in med.items() if k != SHAPE_49548}, subj)
+    # Regret.
+    regret: dict[str, dict] = {}
+    for kind, _, spec, seed, summ, extra in results:
+        if kind == "regret":
+            regret.setdefault(spec, {"runs": []})["runs"].append({"seed": seed, "final": summ["regret_fraction"],
+                                                                   "switches": summ["k_switches_per_1000"], **extra})
+    for spec, d in regret.items():
+        d["runs"].sort(key=lambda r: r["seed"])
+        d["final"] = _stats([r["final"] for r in d["runs"]])
+    for subj, key in (("bandit", "regret_fraction_flat_prior"), ("bandit+prior", "regret_fraction_shipped_prior")):
+        v = regret.get(subj, {}).get("final", {}).get("median")
+        note = f"{cfg.regret_steps} steps" + (" (quick mode: fewer than the protocol's 20,000)" if cfg.quick else "")
+        if subj == "bandit+prior" and subj not in pols:
+            note = "no shipped prior for this drafter class and hardware"
+        check_list.append(checks._rec(key, subj, "scenario", v, checks.THRESHOLDS[key],
+                                      None if v is None else v <= checks.THRESHOLDS[key], note))
+    # Convergence.
+    conv: dict[str, dict] = {}
+    per = cfg.convergence_phase_steps
+    for kind, _, spec, seed, summ, extra in results:
+        if kind == "convergence":
+            settle = [checks.steps_to_settle(extra["k"], i * per, (i + 1) * per)
+                      for i in range(1, len(cfg.convergence_levels))]
+            conv[spec] = {"levels": list(cfg.convergence_levels), "phase_steps": per, "steps_to_settle": settle,
+                          "k_switches_per_1000": summ["k_switches_per_1000"], **extra}
+    for subj in subjects:
+        st = conv.get(subj, {}).get("steps_to_settle")
+        v = max(st) if st else None
+        check_list.append(checks._rec("steps_to_settle", subj, "steps", v, checks.THRESHOLDS["steps_to_settle"],
+                                      None if v is None else v <= checks.THRESHOLDS["steps_to_settle"],
+                                      f"concurrency {'->'.join(map(str, cfg.convergence_levels))}, per change {st}"))
+    counts = {s: sum(1 for c in check_list if c["status"] == s) for s in ("pass", "fail", "not_run")}
+    return {
+        "scenario": scn.raw or {"name": scn.name},
+        "scenario_name": scn.name,
+        "protocol": {**asdict(cfg), "points_run": [p[0] for p in points], "policies": pols,
+                     "thresholds": checks.THRESHOLDS, "prior": prior},
+        "results": per_point,
+        "checks": check_list,
+        "check_counts": counts,
+        "errors": errors,
+        "regret": regret,
+        "convergence": conv,
+        "machine": {"platform": platform.platform(), "python": platform.python_version(),
+                    "cpus": os.cpu_count(), "numpy": np.__version__},
+        "wall_s": time.time() - t0,
+        "quick": cfg.quick,
+        "note": ("quick mode: fewer points, seeds and steps than EVALUATION.md; the checks are indicative"
+                 if cfg.quick else "full EVALUATION.md simulator protocol"),
+    }
+
+
+def geomean(x) -> float:
+    """Geometric mean.
+
+    >>> round(geomean([1.0, 4.0]), 6)
+    2.0
+    """
+    x = np.asarray(x, dtype=float)
+    return float(math.exp(np.log(x).mean()))

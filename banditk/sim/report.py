@@ -1,0 +1,48 @@
+"""Writing and printing protocol reports."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def write_report(report: dict, out_dir: str | Path) -> Path:
+    """Write ``report.json`` atomically under ``out_dir``; return its path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "report.json"
+    tmp = out / ".report.json.tmp"
+    tmp.write_text(json.dumps(report, indent=1, default=float) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def print_checks(report: dict, stream=None) -> None:
+    """Print the throughput table and every check with pass/fail."""
+    import sys
+
+    out = stream or sys.stdout
+    res = report["results"]
+    pols = report["protocol"]["policies"]
+    out.write(f"\n== {report['scenario_name']}: output tok/s (median over seeds) ==\n")
+    out.write(f"{'point':>10} " + " ".join(f"{p[:12]:>12}" for p in pols) + "\n")
+    for lab, d in res.items():
+        out.write(f"{lab:>10} " + " ".join(
+            f"{_fmt(d[p]['throughput_tok_s']['median']) if p in d else 'error':>12}" for p in pols) + "\n")
+    out.write("\n== checks ==\n")
+    for c in report["checks"]:
+        out.write(f"{c['status'].upper():>7}  {c['check']:<32} {c['policy']:<13} {c['point']:<10} "
+                  f"value={_fmt(c['value'])} threshold={_fmt(c['threshold'])} {c['note']}\n")
+    for e in report.get("errors", [])[:10]:
+        out.write(f"  ERROR  {e['kind']} {e['point']} {e['policy']} seed {e['seed']}: {e['error']}\n")
+    n = report["check_counts"]
+    out.write(f"\n{n['pass']} pass, {n['fail']} fail, {n['not_run']} not run; wall {report['wall_s']:.0f}s\n")

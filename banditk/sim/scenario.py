@@ -1,0 +1,277 @@
+"""Scenario files: what the simulator serves, on what, and how it changes.
+
+A scenario is JSON (see ``experiments/scenarios/``)::
+
+    {"name": "...", "hardware": "gb10", "model": "qwen3.5-122b-a10b-int4",
+     "drafter": {"class": "mtp", "k_max": 4, "acceptance": [0.85, 0.75, 0.65, 0.55],
+                 "request_dispersion": 20.0},
+     "workload": {"concurrency": 8, "prompt_tokens": 512, "output_tokens": 256},
+     "phases": [{"at_step": 5000, "drafter": {"acceptance": [0.5, 0.3, 0.2, 0.1]}},
+                {"at_step": 8000, "workload": {"concurrency": 32}}],
+     "steps": 20000, "seed": 0}
+
+``acceptance`` is per-position conditional acceptance. ``workload`` gives
+either ``concurrency`` (closed loop) or ``arrival_rate`` (requests/s, Poisson
+open loop). Optional fields: ``workload.max_num_seqs`` (256),
+``workload.max_num_batched_tokens`` (8192), ``workload.kv_capacity_tokens``
+(derived from device memory when absent), ``table`` (the vLLM batch-size table
+used by the ``table`` policy, default ``[[1,4,2],[5,512,0]]`` scaled to k_max),
+``noise_cv`` (0.03, step-time noise), ``dynamic_cudagraph`` ("PIECEWISE": the
+mode vLLM's dynamic-K server runs in), ``warmup_steps`` (200).
+Every error names the field and shows the value.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..drafters import DRAFTER_CLASSES
+from ..errors import ConfigError
+from .hardware import HARDWARE
+from .models import MODELS
+
+
+class ScenarioError(ConfigError):
+    """A scenario file is malformed; the message names the field and the value."""
+
+
+_TOP = {"name", "hardware", "model", "drafter", "workload", "phases", "steps", "seed", "table", "noise_cv",
+        "dynamic_cudagraph", "warmup_steps", "description"}
+_DRAFTER = {"class", "k_max", "acceptance", "request_dispersion"}
+_WORKLOAD = {"concurrency", "arrival_rate", "prompt_tokens", "output_tokens", "max_num_seqs",
+             "max_num_batched_tokens", "kv_capacity_tokens"}
+
+
+def _fail(where: str, field_: str, value: Any, why: str) -> ScenarioError:
+    return ScenarioError(f"{where}: `{field_}`={value!r} {why}")
+
+
+def _int(d: dict, key: str, where: str, prefix: str, lo: int, default: Any = ...) -> int:
+    if key not in d:
+        if default is ...:
+            raise ScenarioError(f"{where}: missing required field `{prefix}{key}`.")
+        return default
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _fail(where, prefix + key, v, "must be an integer.")
+    if v < lo:
+        raise _fail(where, prefix + key, v, f"must be >= {lo}.")
+    return v
+
+
+def _num(d: dict, key: str, where: str, prefix: str, lo: float, default: Any = ..., strict: bool = True) -> float:
+    if key not in d:
+        if default is ...:
+            raise ScenarioError(f"{where}: missing required field `{prefix}{key}`.")
+        return default
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise _fail(where, prefix + key, v, "must be a finite number.")
+    if v < lo or (strict and v == lo):
+        raise _fail(where, prefix + key, v, f"must be {'>' if strict else '>='} {lo}.")
+    return float(v)
+
+
+def _unknown(d: dict, allowed: set[str], where: str, prefix: str) -> None:
+    for k in d:
+        if k not in allowed:
+            raise _fail(where, prefix + str(k), d[k], f"is not a known field (known: {', '.join(sorted(allowed))}).")
+
+
+def _acceptance(v: Any, k_max: int, where: str, prefix: str) -> list[float]:
+    if not isinstance(v, list) or not v:
+        raise _fail(where, prefix + "acceptance", v, "must be a non-empty list of probabilities.")
+    if len(v) != k_max:
+        raise _fail(where, prefix + "acceptance", v, f"must have k_max={k_max} entries, has {len(v)}.")
+    for i, p in enumerate(v):
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not (0.0 <= p <= 1.0):
+            raise _fail(where, f"{prefix}acceptance[{i}]", p, "must be a probability in [0, 1].")
+    return [float(p) for p in v]
+
+
+def _dispersion(d: dict, where: str, prefix: str, default: float) -> float:
+    if "request_dispersion" not in d:
+        return default
+    v = d["request_dispersion"]
+    if v is None:
+        return math.inf
+    return _num(d, "request_dispersion", where, prefix, 0.0)
+
+
+def _workload(w: Any, where: str, prefix: str, base: dict | None) -> dict:
+    if not isinstance(w, dict):
+        raise _fail(where, prefix.rstrip("."), w, "must be an object.")
+    _unknown(w, _WORKLOAD, where, prefix)
+    if "concurrency" in w and "arrival_rate" in w:
+        raise _fail(where, prefix + "arrival_rate", w["arrival_rate"], "cannot be given together with `concurrency`.")
+    out = dict(base or {})
+    if "concurrency" in w:
+        out["concurrency"] = _int(w, "concurrency", where, prefix, 1)
+        out["arrival_rate"] = None
+    if "arrival_rate" in w:
+        out["arrival_rate"] = _num(w, "arrival_rate", where, prefix, 0.0)
+        out["concurrency"] = None
+    if base is None and out.get("concurrency") is None and out.get("arrival_rate") is None:
+        raise ScenarioError(f"{where}: `{prefix}` needs `concurrency` (closed loop) or `arrival_rate` (open loop).")
+    for key, lo, dflt in (("prompt_tokens", 1, None), ("output_tokens", 1, None), ("max_num_seqs", 1, 256),
+                          ("max_num_batched_tokens", 1, 8192), ("kv_capacity_tokens", 1, None)):
+        if key in w:
+            out[key] = _int(w, key, where, prefix, lo)
+        elif base is None:
+            if dflt is None and key in ("prompt_tokens", "output_tokens"):
+                raise ScenarioError(f"{where}: missing required field `{prefix}{key}`.")
+            out[key] = dflt
+    return out
+
+
+def _table(v: Any, where: str, k_max: int) -> list[list[int]]:
+    if not isinstance(v, list) or not v:
+        raise _fail(where, "table", v, "must be a non-empty list of [lo, hi, K] rows.")
+    for i, row in enumerate(v):
+        if (not isinstance(row, list) or len(row) != 3
+                or any(isinstance(x, bool) or not isinstance(x, int) for x in row)):
+            raise _fail(where, f"table[{i}]", row, "must be [lo, hi, K] integers.")
+        lo, hi, k = row
+        if lo < 1 or hi < lo:
+            raise _fail(where, f"table[{i}]", row, "needs 1 <= lo <= hi.")
+        if not 0 <= k <= k_max:
+            raise _fail(where, f"table[{i}][2]", k, f"must be in [0, k_max={k_max}].")
+    return [list(r) for r in v]
+
+
+@dataclass
+class Phase:
+    """A change applied from step ``at_step`` on."""
+
+    at_step: int
+    acceptance: list[float] | None = None
+    request_dispersion: float | None = None
+    workload: dict | None = None
+
+
+@dataclass
+class Scenario:
+    """A validated scenario. Build with :func:`load_scenario` or :func:`parse_scenario`."""
+
+    name: str
+    hardware: str
+    model: str
+    drafter_class: str
+    k_max: int
+    acceptance: list[float]
+    request_dispersion: float
+    workload: dict
+    phases: list[Phase] = field(default_factory=list)
+    steps: int = 2200
+    seed: int = 0
+    table: list[list[int]] = field(default_factory=list)
+    noise_cv: float = 0.03
+    dynamic_cudagraph: str = "PIECEWISE"
+    warmup_steps: int = 200
+    raw: dict = field(default_factory=dict, repr=False)
+
+    def with_workload(self, **changes: Any) -> "Scenario":
+        """A copy with workload fields replaced (e.g. ``concurrency=16``) and no load phases."""
+        s = copy.deepcopy(self)
+        if "concurrency" in changes:
+            s.workload["arrival_rate"] = None
+        if changes.get("arrival_rate") is not None:
+            s.workload["concurrency"] = None
+        s.workload.update(changes)
+        s.phases = [p for p in s.phases if p.workload is None]
+        return s
+
+
+def parse_scenario(data: Any, where: str = "scenario") -> Scenario:
+    """Validate a scenario dict; raise :class:`ScenarioError` naming the field and value.
+
+    >>> s = parse_scenario({"name": "x", "hardware": "gb10", "model": "qwen3.5-122b-a10b-int4",
+    ...     "drafter": {"class": "mtp", "k_max": 2, "acceptance": [0.8, 0.6]},
+    ...     "workload": {"concurrency": 8, "prompt_tokens": 512, "output_tokens": 180}})
+    >>> s.table
+    [[1, 4, 2], [5, 512, 0]]
+    """
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{where}: must be a JSON object, got {type(data).__name__}.")
+    _unknown(data, _TOP, where, "")
+    name = data.get("name", "unnamed")
+    if not isinstance(name, str) or not name:
+        raise _fail(where, "name", name, "must be a non-empty string.")
+    hw = data.get("hardware")
+    if hw not in HARDWARE:
+        raise _fail(where, "hardware", hw, f"is not a known hardware profile ({', '.join(sorted(HARDWARE))}).")
+    model = data.get("model")
+    if model not in MODELS:
+        raise _fail(where, "model", model, f"is not a known model profile ({', '.join(sorted(MODELS))}).")
+    d = data.get("drafter")
+    if not isinstance(d, dict):
+        raise _fail(where, "drafter", d, "must be an object with class, k_max, acceptance.")
+    _unknown(d, _DRAFTER, where, "drafter.")
+    cls = d.get("class")
+    if cls not in DRAFTER_CLASSES:
+        raise _fail(where, "drafter.class", cls, f"is not a drafter class ({', '.join(sorted(DRAFTER_CLASSES))}).")
+    if cls not in MODELS[model].drafters:
+        have = ", ".join(sorted(MODELS[model].drafters)) or "none"
+        raise _fail(where, "drafter.class", cls, f"has no row for model {model!r} (rows: {have}).")
+    k_max = _int(d, "k_max", where, "drafter.", 1)
+    if k_max > 16:
+        raise _fail(where, "drafter.k_max", k_max, "must be <= 16.")
+    acc = _acceptance(d.get("acceptance"), k_max, where, "drafter.")
+    disp = _dispersion(d, where, "drafter.", 20.0)
+    wl = _workload(data.get("workload"), where, "workload.", None)
+    steps = _int(data, "steps", where, "", 1, 2200)
+    seed = _int(data, "seed", where, "", 0, 0)
+    warm = _int(data, "warmup_steps", where, "", 0, 200)
+    noise = _num(data, "noise_cv", where, "", 0.0, 0.03, strict=False)
+    mode = data.get("dynamic_cudagraph", "PIECEWISE")
+    if mode not in ("PIECEWISE", "FULL"):
+        raise _fail(where, "dynamic_cudagraph", mode, "must be 'PIECEWISE' or 'FULL'.")
+    if "table" in data:
+        table = _table(data["table"], where, k_max)
+    else:
+        table = [[1, 4, min(2, k_max)], [5, 512, 0]]
+    phases_raw = data.get("phases", [])
+    if not isinstance(phases_raw, list):
+        raise _fail(where, "phases", phases_raw, "must be a list.")
+    phases: list[Phase] = []
+    for i, p in enumerate(phases_raw):
+        pre = f"phases[{i}]."
+        if not isinstance(p, dict):
+            raise _fail(where, f"phases[{i}]", p, "must be an object.")
+        _unknown(p, {"at_step", "drafter", "workload"}, where, pre)
+        ph = Phase(at_step=_int(p, "at_step", where, pre, 0))
+        if "drafter" in p:
+            pd = p["drafter"]
+            if not isinstance(pd, dict):
+                raise _fail(where, pre + "drafter", pd, "must be an object.")
+            _unknown(pd, {"acceptance", "request_dispersion"}, where, pre + "drafter.")
+            if "acceptance" in pd:
+                ph.acceptance = _acceptance(pd["acceptance"], k_max, where, pre + "drafter.")
+            if "request_dispersion" in pd:
+                ph.request_dispersion = _dispersion(pd, where, pre + "drafter.", disp)
+        if "workload" in p:
+            ph.workload = _workload(p["workload"], where, pre + "workload.", {})
+        phases.append(ph)
+    phases.sort(key=lambda ph: ph.at_step)
+    return Scenario(name=name, hardware=hw, model=model, drafter_class=cls, k_max=k_max, acceptance=acc,
+                    request_dispersion=disp, workload=wl, phases=phases, steps=steps, seed=seed, table=table,
+                    noise_cv=noise, dynamic_cudagraph=mode, warmup_steps=warm, raw=copy.deepcopy(data))
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario JSON file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ScenarioError(f"`--scenario`={str(path)!r} cannot be read: {e.strerror}.") from e
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ScenarioError(f"{p}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno}).") from e
+    return parse_scenario(data, where=str(p))

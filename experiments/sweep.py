@@ -1,0 +1,26 @@
+"""Run EVALUATION.md's simulator protocol on one scenario.
+
+    python experiments/sweep.py --scenario experiments/scenarios/49548.json [--quick] [--out results/NAME]
+
+Writes ``results/<run>/report.json`` (every policy x point x metric, thresholds,
+pass/fail per check) and PNG plots; prints the table and the checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from banditk.sim.cli import add_sweep_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="experiments/sweep.py")
+    sub = parser.add_subparsers(dest="command")
+    add_sweep_parser(sub)
+    args = parser.parse_args(["sweep", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
