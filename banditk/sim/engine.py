@@ -382,7 +382,8 @@ class Simulator:
         self.now = end
         if decision is not None:
             drafted = np.full(n_dec, k, dtype=np.int64)
-            self.policy.observe(decision, StepOutcome(drafted=drafted, accepted=acc, step_duration_s=t_obs))
+            self.policy.observe(decision, StepOutcome(drafted=drafted, accepted=acc, step_duration_s=t_obs,
+                                                      prefill_tokens=int(chunks.sum())))
         if trace is not None:
             i = self.step_idx
             trace.duration[i] = t_obs
