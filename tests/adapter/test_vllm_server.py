@@ -83,7 +83,9 @@ def test_api_server_with_governor_answers_and_snapshots(vllm_cpu, tiny_pair, tmp
     assert "banditk governor bandit" in text  # built in the engine-core process
     assert "GovernedScheduler" in text or "GovernedAsyncScheduler" in text
     assert snap.exists(), text[-3000:]  # written at shutdown
-    rows = [json.loads(x) for x in steps.read_text().splitlines()]
+    lines = [json.loads(x) for x in steps.read_text().splitlines()]
+    assert lines[0]["trace"] == "banditk/trace"  # the log is a trace `banditk fit` reads
+    rows = lines[1:]
     assert rows and all(0 <= r["k"] <= 3 for r in rows)
     assert any(r["draft_s"] is not None and r["target_s"] is not None for r in rows), \
         "worker forward timings did not reach the engine core"
