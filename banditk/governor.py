@@ -85,6 +85,8 @@ class BanditGovernor:
         self.switches = 0
         self.k_counts = np.zeros(k_max + 1, dtype=np.int64)
         self._cell_prior_mean = np.zeros((nb, k_max + 1))
+        self._k_plus_1 = np.arange(k_max + 1) + 1.0
+        self._drafts = np.maximum(np.arange(k_max + 1), 1).astype(float)
         # (B, K, t) observed since the regression statistics were last brought up to
         # date; folded in, with their discount weights, at each refresh.
         self._pending: list[tuple[float, int, float]] = []
@@ -134,12 +136,18 @@ class BanditGovernor:
         """Model step time at B over that at the bucket's representative B (per K, or for one K).
 
         Clipped to [0.5, 2]: it corrects for B within a bucket, it does not replace the cells.
+        The model is written out (``latency_model.features`` @ weights) because this runs
+        every step.
         """
         if self._scale_pending:
             return 1.0
-        f = latency_model.features(batch, np.arange(self.config.k_max + 1) if k is None else k) @ self._weights
-        ratio = f / self._cell_prior_mean[bucket] if k is None else float(f[0]) / float(self._cell_prior_mean[bucket, k])
-        return np.clip(ratio, 0.5, 2.0) if k is None else min(max(ratio, 0.5), 2.0)
+        w0, w1, w2, w3 = self._weights_list
+        if k is None:
+            f = w0 + (w1 * batch) * self._k_plus_1 + (w2 + w3 * batch) * self._drafts
+            return np.clip(f / self._cell_prior_mean[bucket], 0.5, 2.0)
+        d = k if k > 1 else 1
+        ratio = (w0 + w1 * batch * (k + 1) + (w2 + w3 * batch) * d) / float(self._cell_prior_mean[bucket, k])
+        return min(max(ratio, 0.5), 2.0)
 
     def _debounced_bucket(self, bucket: int) -> int:
         """Move to a new bucket only after B has stayed there ``bucket_dwell`` steps in a row.
@@ -193,7 +201,9 @@ class BanditGovernor:
         prefill = outcome.prefill_tokens
         if prefill and t >= _MIN_OBSERVED_STEP_S and not self._scale_pending:
             # Price a prefill token from what such steps take beyond the decode-only model.
-            residual = t - float(latency_model.features(decision.num_decoding, k)[0] @ self._weights)
+            w0, w1, w2, w3 = self._weights_list
+            b = decision.num_decoding
+            residual = t - (w0 + w1 * b * (k + 1) + (w2 + w3 * b) * (k if k > 1 else 1))
             gm = cfg.model_discount
             data.prefill_rp = data.prefill_rp * gm + residual * prefill
             data.prefill_pp = data.prefill_pp * gm + float(prefill) * prefill
@@ -319,9 +329,11 @@ class BanditGovernor:
         if w0 is None:
             # No prior weights and no data yet: every cell starts equal, unknown scale.
             self._weights = np.zeros(len(latency_model.FEATURES))
+            self._weights_list = self._weights.tolist()
             self._cell_prior_mean = np.full(self._cell_prior_mean.shape, 1e-2)
         else:
             self._weights = latency_model.solve(w0, self._model_prior_precision, xtx, xty)
+            self._weights_list = self._weights.tolist()
             floor = max(float(w0[0]) * 1e-3, _MIN_STEP_S)
             self._cell_prior_mean = np.maximum(self._design @ self._weights, floor)
         rp, pp = p.prefill_rp + d.prefill_rp, p.prefill_pp + d.prefill_pp
@@ -381,6 +393,7 @@ class BanditGovernor:
         self.data = SufficientStats.from_dict(state.get("data"), cfg.k_max, cfg.num_buckets, "governor.state.data")
         self._cell_prior_mean = np.array(state["cell_prior_mean"], dtype=float)
         self._weights = np.array(state["weights"], dtype=float)
+        self._weights_list = self._weights.tolist()
         self._prefill_price = float(state.get("prefill_price", 0.0))
         self._scale_pending = bool(state["scale_pending"])
         self._rng.bit_generator.state = state["rng"]

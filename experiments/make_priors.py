@@ -119,6 +119,7 @@ def main() -> int:
     p.add_argument("--steps-per-phase", type=int, default=1000)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--skip-fit", action="store_true", help="reuse priors/ and only run the regret check")
+    p.add_argument("--resume", action="store_true", help="rows whose prior exists are not fitted again")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "priors")
     args = p.parse_args()
     rows = [r for r in ROWS if args.rows is None or r[0] in args.rows.split(",")]
@@ -133,7 +134,7 @@ def main() -> int:
         entry = {"row": row[0], "class": row[1], "model": row[2], "hardware": hw}
         prior_path = ROOT / "priors" / f"{name}.json"
         try:
-            if not args.skip_fit:
+            if not args.skip_fit and not (args.resume and prior_path.exists()):
                 trace = args.out / "traces" / f"{name}.jsonl"
                 entry["trace_steps"] = record_trace(row, hw, trace, args.steps_per_phase)
                 ok, tail, forced = fit(trace, prior_path, hw, args.out / "traces" / f"{name}.fit.log")
@@ -155,6 +156,7 @@ def main() -> int:
         except (BanditkError, ValueError) as e:
             entry["error"] = f"{type(e).__name__}: {e}"
         report["rows"].append(entry)
+        atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")  # progress survives a stop
         el = time.monotonic() - t0
         print(f"[{i}/{len(todo)}] {name}: " + (entry.get("error") or
               f"fit {'ok' if entry.get('fit_ok', True) else 'FAILED'}{' (forced)' if entry.get('fit_forced') else ''}; regret flat {entry.get('regret_flat', float('nan')):.4f}"

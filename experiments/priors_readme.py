@@ -1,0 +1,67 @@
+"""Write priors/README.md: a table of the shipped priors with class, hardware, source and date."""
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from banditk.atomic import atomic_write_text  # noqa: E402
+from banditk.priorfile import read_json  # noqa: E402
+
+
+def main() -> int:
+    report = {}
+    rp = ROOT / "results" / "priors" / "report.json"
+    if rp.exists():
+        report = {f"{r['row']}-{r['hardware']}": r for r in json.loads(rp.read_text())["rows"]}
+    rows = []
+    for p in sorted((ROOT / "priors").glob("*.json")):
+        doc = read_json(p)
+        d, prov = doc["drafter"], doc.get("provenance", {})
+        r = report.get(p.stem, {})
+        regret = (f"{100 * r['regret_flat']:.2f}% / {100 * r['regret_prior']:.2f}%"
+                  if "regret_prior" in r else "not measured")
+        forced = "yes (PPC failed)" if prov.get("forced") or r.get("fit_forced") else "no"
+        src = f"{prov.get('source', 'fit')} ({prov.get('method', '?')}) of {prov.get('steps', '?')} {prov.get('trace_source', '')} steps"
+        rows.append(f"| `{p.name}` | {d['class']} | {d.get('target_model') or '-'} | {d.get('hardware') or '-'} "
+                    f"| {src} "
+                    f"| {str(prov.get('fitted', prov.get('created', '')))[:10]} | {forced} | {regret} |")
+    text = f"""# Shipped priors
+
+Starting points, one per drafter class and hardware. They are fitted with `banditk fit` from
+simulator traces of calibrated profiles (`experiments/make_priors.py`): a deployment replaces
+them by fitting its own telemetry. Parameters never transfer across drafter classes (loading a
+prior of another class is refused); a prior of other hardware is accepted, as a prior.
+
+| file | class | target | hardware | source | date | fit forced | regret over 20k steps, flat / this prior |
+|---|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
+
+"Fit forced": the simulator's roofline (max of memory and compute time, MoE experts touched)
+is not linear in the latency model's features, so the posterior predictive check failed and
+the prior was written with `--force`; its cells carry the measured per-(bucket, K) means.
+
+## Make your own
+
+```sh
+# 1. run vLLM with the governor and a telemetry log
+vllm serve MODEL --speculative-config '{{"method": "mtp", "num_speculative_tokens": 4, "governor": "bandit",
+    "governor_config": {{"telemetry_log": "/var/log/banditk/steps.jsonl"}}}}'
+# 2. fit it (Pyro; refuses a fit that fails its diagnostics unless --force)
+banditk fit /var/log/banditk/steps.jsonl --hardware gb10 -o priors/mine.json
+banditk prior validate priors/mine.json && banditk prior show priors/mine.json
+# 3. start from it
+... "governor_config": {{"prior": "priors/mine.json"}}
+```
+
+Or turn a running deployment's snapshot into a prior: `banditk prior import SNAPSHOT -o PRIOR --strength 200`.
+"""
+    atomic_write_text(ROOT / "priors" / "README.md", text)
+    print(f"wrote priors/README.md ({len(rows)} priors)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
