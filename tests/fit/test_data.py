@@ -2,7 +2,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import write_trace
+from .conftest import write_trace
 
 from banditk.errors import BanditkError, DrafterClassMismatchError
 from banditk.fit.acceptance import fit_acceptance

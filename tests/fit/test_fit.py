@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import write_governed_trace, write_trace
+from .conftest import write_governed_trace, write_trace
 
 from banditk.config import GovernorConfig
 from banditk.errors import DrafterClassMismatchError
