@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .buckets import DEFAULT_BUCKET_EDGES, check_bucket_edges
 from .drafters import check_drafter_class

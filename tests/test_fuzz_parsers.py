@@ -7,7 +7,6 @@ Every input either loads or raises banditk's own error; nothing else escapes
 import json
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -189,7 +189,7 @@ def potential(inputs: ModelInputs):
     import torch
 
     d = as_tensors(inputs)
-    x, n, ybar, m2 = d["x"], d["n"], d["ybar"], d["m2"]
+    ybar, m2 = d["ybar"], d["m2"]
     log_m2 = torch.log(m2)
 
     def fn(theta):

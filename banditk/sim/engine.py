@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..policies.base import Policy
-from ..types import Decision, StepContext, StepOutcome
+from ..types import StepContext, StepOutcome
 from .acceptance import draw_request_acceptance, expected_tokens, sample_accepted
 from .hardware import get_hardware
 from .models import get_model

@@ -6,7 +6,6 @@ policy is swapped between tests, then short-lived ones for start-up paths.
 
 import time
 
-import numpy as np
 import pytest
 
 pytestmark = pytest.mark.vllm
