@@ -57,13 +57,20 @@ def _set(doc, path, value):
 
 
 def _load_everything(doc):
+    """Load ``doc``; return None, or the BanditkError it raised (anything else escapes and fails)."""
     with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
         try:
             prior_from_dict(doc)
             if doc.get("schema") == "banditk/snapshot":
                 governor_from_snapshot(doc)
-        except BanditkError:
-            pass
+        except BanditkError as e:
+            return e
+    return None
+
+
+def _explained(err) -> bool:
+    """No error, or one with a message a user can act on."""
+    return err is None or len(str(err)) > 10
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -71,7 +78,7 @@ def _load_everything(doc):
 def test_mutated_snapshots_load_or_raise_banditk_errors(path, value):
     doc = json.loads(json.dumps(VALID))
     _set(doc, path, value)
-    _load_everything(doc)
+    assert _explained(_load_everything(doc))
 
 
 @settings(max_examples=200, deadline=None)
@@ -82,7 +89,7 @@ def test_snapshots_with_a_field_removed(path):
     for key in path[:-1]:
         node = node[key]
     del node[path[-1]]
-    _load_everything(doc)
+    assert _explained(_load_everything(doc))
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,18 +97,21 @@ def test_snapshots_with_a_field_removed(path):
 def test_arbitrary_json_documents(value):
     try:
         doc = parse_json(json.dumps(value))
-    except BanditkError:
+    except BanditkError as e:
+        assert _explained(e)
         return
-    _load_everything(doc)
+    assert isinstance(doc, dict) and _explained(_load_everything(doc))
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes(data):
     try:
-        parse_json(data.decode("utf-8", errors="replace"))
-    except BanditkError:
-        pass
+        doc = parse_json(data.decode("utf-8", errors="replace"))
+    except BanditkError as e:
+        assert _explained(e)
+    else:
+        assert isinstance(doc, dict)
 
 
 @settings(max_examples=300, deadline=None)
@@ -110,9 +120,11 @@ def test_arbitrary_bytes(data):
 def test_governor_config_parser(d):
     d = {"drafter_class": "mtp", "k_max": 4, **d}
     try:
-        GovernorConfig.from_dict(d)
-    except BanditkError:
-        pass
+        cfg = GovernorConfig.from_dict(d)
+    except BanditkError as e:
+        assert _explained(e)
+    else:
+        assert cfg.k_max == d["k_max"] and cfg.drafter_class == d["drafter_class"]
 
 
 def test_valid_snapshot_still_loads():

@@ -69,7 +69,8 @@ def test_every_documented_spec_is_buildable():
         concrete = spec.replace("fixed:K", "fixed:1").replace("table:[[lo,hi,K],...]", "table:[[1,8,3]]")
         if concrete.startswith("peer:") and "peer:sglang" not in SPECS:
             continue
-        make_policy(concrete, k_max=4, drafter_class="mtp")
+        policy = make_policy(concrete, k_max=4, drafter_class="mtp")
+        assert policy.name and callable(policy.select) and callable(policy.observe), concrete
 
 
 def test_table_counts_prefills_as_vllm_does():

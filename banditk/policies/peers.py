@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ConfigError, InvalidContextError
 from ..types import Decision, StepContext, StepOutcome
+from .static import table_k
 
 #: Batch-size ranges (upper edges) of the SGLang peer's per-range state (assumed).
 SGLANG_RANGES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 10**9)
@@ -164,12 +165,7 @@ class VllmAdaptiveKPeer:
 
     def cap(self, num_scheduled: int) -> int:
         """The table's K for ``num_scheduled`` requests (vLLM lookup, prefills counted)."""
-        k = self.table[0][2]
-        for lo, _hi, kk in self.table:
-            if num_scheduled < lo:
-                break
-            k = kk
-        return min(k, self.k_max)
+        return table_k(self.table, num_scheduled, self.k_max)
 
     def select(self, context: StepContext) -> Decision:
         if context.k_max != self.k_max:

@@ -94,6 +94,23 @@ def parse_table(spec: object, k_max: int) -> list[tuple[int, int, int]]:
     return out
 
 
+def table_k(table: list[tuple[int, int, int]], num_scheduled: int, k_max: int) -> int:
+    """K of a batch-size table for ``num_scheduled`` requests, as vLLM's dense lookup gives it.
+
+    Gaps between ranges carry the previous K forward, batches past the last range use the
+    last K, and K is capped at ``k_max``.
+
+    >>> table_k([(1, 4, 2), (8, 16, 1)], 6, k_max=4)
+    2
+    """
+    k = table[0][2]
+    for lo, _hi, kk in table:
+        if num_scheduled < lo:
+            break
+        k = kk
+    return min(k, k_max)
+
+
 class TablePolicy(_Static):
     """vLLM's batch-size table, applied as vLLM applies it.
 
@@ -114,12 +131,7 @@ class TablePolicy(_Static):
         self.name = "table:" + json.dumps([list(e) for e in self.table], separators=(",", ":"))
 
     def k_for(self, num_scheduled: int) -> int:
-        k = self.table[0][2]
-        for lo, hi, kk in self.table:
-            if num_scheduled < lo:
-                break
-            k = kk
-        return min(k, self.k_max)
+        return table_k(self.table, num_scheduled, self.k_max)
 
     def select(self, context: StepContext) -> Decision:
         if context.k_max != self.k_max:
