@@ -148,6 +148,10 @@ def _check_header(rec: dict, name: str) -> dict:
     return rec
 
 
+#: Largest batch or token count a step line may carry (it must fit the int64 columns).
+_MAX_COUNT = 2**31
+
+
 def _num(v, lo: float = 0.0) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo:
         return None
@@ -156,7 +160,8 @@ def _num(v, lo: float = 0.0) -> float | None:
 
 def _parse_step(rec: dict, k_max: int) -> tuple | None:
     b, k, t = rec.get("B"), rec.get("k"), _num(rec.get("step_s"))
-    if isinstance(b, bool) or not isinstance(b, int) or b < 1 or isinstance(k, bool) or not isinstance(k, int):
+    if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= _MAX_COUNT or isinstance(k, bool) \
+            or not isinstance(k, int):
         return None
     if not 0 <= k <= k_max or t is None or t <= 0:
         return None
@@ -167,7 +172,7 @@ def _parse_step(rec: dict, k_max: int) -> tuple | None:
     draft = _num(rec.get("draft_s"))
     target = _num(rec.get("target_s"))
     prefill = rec.get("prefill", 0)
-    if isinstance(prefill, bool) or not isinstance(prefill, int) or prefill < 0:
+    if isinstance(prefill, bool) or not isinstance(prefill, int) or not 0 <= prefill <= _MAX_COUNT:
         return None
     return (b, k, t, math.nan if draft is None else draft, math.nan if target is None else target, acc_s, acc_f,
             prefill)
