@@ -39,6 +39,19 @@ class GovernorConfig:
     advantage into several observations instead of a switch and a switch back, and
     makes most steps nearly free."""
 
+    max_decision_interval: int = 128
+    """Longest decision epoch. Each time a sampled decision keeps the current K, the
+    next epoch doubles (up to this); a switch, a bucket change or KV pressure resets
+    it to ``decision_interval``. A settled governor thus samples rarely, so near-tied
+    Ks stop trading places on posterior noise (lazy Thompson sampling, the switching-
+    cost bandits' epoch schedule), while a change of load still resamples at once.
+    Equal to ``decision_interval`` turns the doubling off."""
+
+    settle_confidence: float = 0.75
+    """Posterior probability (with the switching bonus) that the current K is the best
+    one, above which a kept decision doubles the epoch. Below it the epoch stays as it
+    is: an uncertain governor keeps sampling often enough to learn."""
+
     bucket_dwell: int = 4
     """Steps B must stay in another bucket before the governor moves there: a one-step
     dip in B (a request finishing while its successor prefills) keeps the bucket."""
@@ -92,8 +105,13 @@ class GovernorConfig:
         object.__setattr__(self, "bucket_edges", check_bucket_edges(self.bucket_edges))
         _float(self.switch_penalty, "switch_penalty", 0.0, 10.0)
         _int(self.decision_interval, "decision_interval", 1, 10_000)
+        _int(self.max_decision_interval, "max_decision_interval", 1, 1_000_000)
+        if self.max_decision_interval < self.decision_interval:
+            raise ConfigError(f"`max_decision_interval` must be >= `decision_interval` ({self.decision_interval}), "
+                              f"got {self.max_decision_interval}.")
         _int(self.bucket_dwell, "bucket_dwell", 1, 10_000)
         _float(self.bucket_hysteresis, "bucket_hysteresis", 0.0, 1.0)
+        _float(self.settle_confidence, "settle_confidence", 0.0, 1.0)
         _float(self.discount, "discount", 0.5, 1.0)
         _float(self.model_discount, "model_discount", 0.5, 1.0)
         _float(self.model_prior_strength, "model_prior_strength", 0.0, 1e9)

@@ -79,6 +79,7 @@ class BanditGovernor:
         self.prev_k = -1
         self.prev_bucket = -1
         self._held = 0
+        self._epoch = config.decision_interval
         self._candidate_bucket, self._candidate_steps = -1, 0
         self.steps = 0
         self.observations = 0
@@ -111,7 +112,8 @@ class BanditGovernor:
         bucket = self._debounced_bucket(bucket_with_hysteresis(cfg.bucket_edges, batch, self.prev_bucket,
                                                                cfg.bucket_hysteresis))
         kv_pressed = context.kv_usage > cfg.kv_pressure_threshold and cfg.kv_pressure_weight > 0
-        if bucket == self.prev_bucket and self._held < cfg.decision_interval - 1 and not kv_pressed:
+        same_bucket = bucket == self.prev_bucket
+        if same_bucket and self._held < self._epoch - 1 and not kv_pressed:
             # Within a decision epoch: keep K, so that one sampled advantage becomes
             # several observations instead of a switch and a switch back.
             self._held += 1
@@ -128,6 +130,13 @@ class BanditGovernor:
         k = int(np.argmax(scores))
         if self.prev_k >= 0 and k != self.prev_k:
             self.switches += 1
+        # Lazy sampling: a decision that keeps K on the same bucket, with K the posterior's
+        # clear favourite, doubles the next epoch; anything else goes back to short epochs.
+        settled = (k == self.prev_k and same_bucket and not kv_pressed
+                   and cfg.max_decision_interval > self._epoch
+                   and self._prob_current_best(bucket, batch / self._batch_ratio(batch, bucket)) >= cfg.settle_confidence)
+        self._epoch = min(2 * self._epoch, cfg.max_decision_interval) if settled else (
+            self._epoch if k == self.prev_k and same_bucket and not kv_pressed else cfg.decision_interval)
         self.prev_k, self.prev_bucket = k, bucket
         self.k_counts[k] += 1
         return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=tuple(scores.tolist()))
@@ -258,6 +267,22 @@ class BanditGovernor:
         t = mn + np.sqrt(self._post_b[bucket] / (g[2 * km :] * self._post_k[bucket])) * rng.standard_normal(km + 1)
         return tokens / np.maximum(t, _MIN_STEP_S)
 
+    def _prob_current_best(self, bucket: int, scale, draws: int = 32) -> float:
+        """Share of ``draws`` posterior draws in which the current K (with its switching bonus) wins.
+
+        ``scale`` is the per-K goodput factor that :meth:`select` applies to a draw.
+        """
+        rng, km, k = self._rng, self.config.k_max, self.prev_k
+        shape = np.broadcast_to(np.concatenate((self._acc_a, self._acc_b, self._post_a[bucket])), (draws, 3 * km + 1))
+        g = gamma_variates(rng, np.array(shape))
+        alpha = g[:, :km] / (g[:, :km] + g[:, km : 2 * km])
+        tokens = np.concatenate((np.ones((draws, 1)), 1.0 + np.cumsum(np.cumprod(alpha, axis=1), axis=1)), axis=1)
+        t = self._post_m[bucket] + np.sqrt(self._post_b[bucket] / (g[:, 2 * km :] * self._post_k[bucket])) \
+            * rng.standard_normal((draws, km + 1))
+        scores = tokens / np.maximum(t, _MIN_STEP_S) * scale
+        scores[:, k] *= 1.0 + self.config.switch_penalty
+        return float(np.mean(np.argmax(scores, axis=1) == k))
+
     def _update_posterior_cache(self) -> None:
         """Recompute the cached posterior parameters of every cell and position."""
         p, d = self._prior_stats, self.data
@@ -382,6 +407,7 @@ class BanditGovernor:
             "prev_k": self.prev_k,
             "prev_bucket": self.prev_bucket,
             "held": self._held,
+            "epoch": self._epoch,
             "candidate_bucket": self._candidate_bucket,
             "candidate_steps": self._candidate_steps,
             **self.counters(),
@@ -399,6 +425,7 @@ class BanditGovernor:
         self._rng.bit_generator.state = state["rng"]
         self.prev_k, self.prev_bucket = int(state["prev_k"]), int(state["prev_bucket"])
         self._held = int(state["held"])
+        self._epoch = int(state.get("epoch", self.config.decision_interval))
         self._candidate_bucket, self._candidate_steps = int(state["candidate_bucket"]), int(state["candidate_steps"])
         self.steps, self.observations = int(state["steps"]), int(state["observations"])
         self.switches = int(state["switches"])

@@ -245,11 +245,14 @@ def _checked_state(state: dict, config: GovernorConfig) -> dict:
         if key == "cell_prior_mean" and np.any(arr <= 0):
             raise PriorFormatError(f"`cell_prior_mean` must be positive step times, got {arr.min()!r}.")
     for key, lo, hi in (("prev_k", -1, k1 - 1), ("prev_bucket", -1, nb - 1), ("steps", 0, 2**62),
-                        ("observations", 0, 2**62), ("switches", 0, 2**62), ("held", 0, 10_000), ("candidate_bucket", -1, nb - 1),
+                        ("observations", 0, 2**62), ("switches", 0, 2**62), ("held", 0, 1_000_000), ("candidate_bucket", -1, nb - 1),
                          ("candidate_steps", 0, 10_000)):
         v = state.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
             raise PriorFormatError(f"`{key}` must be an integer in [{lo}, {hi}], got {v!r}.")
+    epoch = state.get("epoch", 1)  # absent in snapshots written before epochs doubled
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 1 <= epoch <= 1_000_000:
+        raise PriorFormatError(f"`epoch` must be an integer in [1, 1000000], got {epoch!r}.")
     price = state.get("prefill_price", 0.0)
     if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0.0 <= price < 1e6:
         raise PriorFormatError(f"`prefill_price` must be a finite number of seconds >= 0, got {price!r}.")

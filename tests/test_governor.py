@@ -46,11 +46,49 @@ def test_switching_penalty_cuts_switches_on_a_tied_stream():
     for penalty in (0.0, 0.03):
         totals = []
         for seed in range(3):
-            policy = gov(k_max=2, seed=seed, switch_penalty=penalty, decision_interval=1)
+            policy = gov(k_max=2, seed=seed, switch_penalty=penalty, decision_interval=1, max_decision_interval=1)
             ks = run_stream(policy, tied, [4] * 3000, seed=seed)
             totals.append(switches(ks[500:]))
         counts[penalty] = sum(totals)
     assert counts[0.03] * 5 < counts[0.0], counts
+
+
+def test_epochs_double_once_settled_and_a_bucket_change_resamples(truth):
+    g = gov(seed=2)
+    draws = []
+    sample = g._sample_tokens_per_s
+    g._sample_tokens_per_s = lambda bucket: (draws.append(g.steps), sample(bucket))[1]
+    run_stream(g, truth, [16] * 4000, seed=2)
+    late = [s for s in draws if s > 2000]
+    # Fixed epochs of 8 would sample 250 times in these 2,000 steps; settled epochs reach 128.
+    assert len(late) <= 2000 // 128 + 4, len(late)
+    assert g._epoch == g.config.max_decision_interval
+    n = len(draws)
+    run_stream(g, truth, [1] * (g.config.bucket_dwell + 1), seed=3)
+    assert len(draws) == n + 1  # moving to B=1's bucket resamples at once, after the dwell
+    assert g._epoch == g.config.decision_interval or g.prev_k == truth.best_k(1)
+
+
+def test_lazy_epochs_cut_switches_between_near_tied_k(truth):
+    # At B=4, K=2 and K=3 are within 1%. Without the switching bonus, Thompson sampling
+    # every 8 steps keeps trying the runner-up; doubling epochs once K=2 is the clear
+    # favourite cuts that by a multiple, the bonus aside.
+    g = truth.goodput(4)
+    assert abs(g[3] - g[2]) / g.max() < 0.01
+    counts = {}
+    for longest in (8, 128):
+        counts[longest] = sum(switches(run_stream(gov(seed=seed, switch_penalty=0.0, max_decision_interval=longest),
+                                                  truth, [4] * 4000, seed=seed)[1000:]) for seed in range(4))
+    assert counts[128] * 3 <= counts[8], counts
+
+
+def test_longest_epoch_below_the_base_epoch_is_refused():
+    from banditk.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="max_decision_interval"):
+        gov(decision_interval=16, max_decision_interval=8)
+    with pytest.raises(ConfigError, match="settle_confidence"):
+        gov(settle_confidence=1.5)
 
 
 def test_fixed_seed_gives_the_same_k_sequence(truth):
