@@ -96,6 +96,11 @@ class GovernorConfig:
     """Step durations above this are clipped before learning, so a stalled clock or a
     suspended process cannot poison the posterior."""
 
+    outlier_factor: float = 10.0
+    """A step this many times slower than its cell's posterior mean is not credited: a
+    clock jump, a GC or swap pause, a first-time shape warming up. Eight such steps in a
+    row are credited (the machine did get slower)."""
+
     seed: int | None = 0
     """Seed of the Thompson sampler's random generator; None draws one from the OS."""
 
@@ -121,6 +126,7 @@ class GovernorConfig:
         _float(self.cell_prior_count, "cell_prior_count", 1e-6, 1e6)
         _int(self.regression_refresh, "regression_refresh", 1, 1_000_000)
         _float(self.max_step_s, "max_step_s", 1e-6, 1e6)
+        _float(self.outlier_factor, "outlier_factor", 1.5, 1e9)
         if self.seed is not None:
             _int(self.seed, "seed", 0, 2**63 - 1)
 

@@ -33,6 +33,10 @@ _MIN_STEP_S = 1e-7
 _ONE = np.ones(1)
 #: Step durations below this carry no information (no forward pass is that fast).
 _MIN_OBSERVED_STEP_S = 1e-6
+#: Consecutive outlier steps after which slow steps are the new normal and are credited.
+_OUTLIER_RUN = 8
+#: Observations a cell needs before its mean is trusted to call a step an outlier.
+_OUTLIER_MIN_N = 3.0
 #: Taking the prefill share out never leaves less than this fraction of a step.
 _PREFILL_FLOOR = 0.3
 
@@ -84,6 +88,8 @@ class BanditGovernor:
         self.steps = 0
         self.observations = 0
         self.switches = 0
+        self.outliers = 0
+        self._outliers_in_a_row = 0
         self.k_counts = np.zeros(k_max + 1, dtype=np.int64)
         self._cell_prior_mean = np.zeros((nb, k_max + 1))
         self._k_plus_1 = np.arange(k_max + 1) + 1.0
@@ -208,6 +214,8 @@ class BanditGovernor:
             self._acc_b[:reached] = 1.0 + p.acc_failures[:reached] + f_
         t = min(outcome.step_duration_s, cfg.max_step_s)
         prefill = outcome.prefill_tokens
+        if t >= _MIN_OBSERVED_STEP_S and self._is_outlier(bucket, k, decision.num_decoding, t, prefill):
+            t = 0.0  # credited to nothing: neither the cell nor the prefill price
         if prefill and t >= _MIN_OBSERVED_STEP_S and not self._scale_pending:
             # Price a prefill token from what such steps take beyond the decode-only model.
             w0, w1, w2, w3 = self._weights_list
@@ -235,6 +243,23 @@ class BanditGovernor:
         self.observations += 1
         if self.observations % cfg.regression_refresh == 0:
             self._refresh_latency_model()
+
+    def _is_outlier(self, bucket: int, k: int, batch: int, t: float, prefill: int) -> bool:
+        """True for a step far slower than its cell's posterior mean expects, unless such
+        steps have become the rule (``_OUTLIER_RUN`` in a row). A prefill step is judged
+        only once a prefill token has a price (before that its length is unexplained)."""
+        n = self.data.cell_n[bucket, k] + self._prior_stats.cell_n[bucket, k]
+        if n < _OUTLIER_MIN_N or (prefill and self._prefill_price <= 0.0):
+            return False
+        expected = self._post_m[bucket, k] * self._batch_ratio(batch, bucket, k) + self._prefill_price * prefill
+        if t <= self.config.outlier_factor * expected:
+            self._outliers_in_a_row = 0
+            return False
+        self._outliers_in_a_row += 1
+        if self._outliers_in_a_row > _OUTLIER_RUN:
+            return False
+        self.outliers += 1
+        return True
 
     # ---- posterior -----------------------------------------------------------------
 

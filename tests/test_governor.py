@@ -185,6 +185,23 @@ def test_huge_durations_are_clipped_and_do_not_poison_the_posterior(truth):
     assert np.mean(ks[-500:] == truth.best_k(8)) > 0.95
 
 
+def test_a_clock_jump_is_not_credited_but_a_lasting_slowdown_is(truth):
+    g = gov(seed=3)
+    run_stream(g, truth, [8] * 500, seed=3)
+    before = g.latency_params()[0].copy()
+    d = g.select(StepContext(8, 4, "mtp"))
+    g.observe(d, StepOutcome(np.full(8, d.k), np.zeros(8, dtype=int), 5.0))  # a 5 s "step"
+    assert g.outliers == 1
+    assert np.allclose(g.latency_params()[0], before, rtol=0.02)
+    # The machine really is 20x slower from now on: after a short run of outliers in each
+    # cell the governor plays, it is learned.
+    slow = SyntheticTruth(weights=tuple(20 * w for w in truth.weights))
+    run_stream(g, slow, [8] * 300, seed=5)
+    k = g.prev_k
+    assert g.outliers <= 1 + 8 * 5
+    assert g.latency_params()[0][g.prev_bucket, k] > 5 * before[g.prev_bucket, k]
+
+
 def test_state_line_reports_histogram_acceptance_and_best_k(truth):
     g = gov(seed=1)
     run_stream(g, truth, [8] * 800, seed=1)

@@ -8,7 +8,10 @@ only through :mod:`.vllm_compat`.
 
 Guarantee: nothing here stops the engine. A policy that raises or returns an
 invalid K is logged once per kind, counted, and replaced by the fallback K for
-that step; the outcome of such a step is not credited.
+that step; the outcome of such a step is not credited. A policy call slower than
+``slow_call_ms`` (select plus the preceding observe) is a fault of kind ``slow``;
+a few in a row make the runtime use the fallback K and bypass the policy for a
+growing number of steps (:mod:`.breaker`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 from .. import trace
 from ..types import StepContext, StepOutcome
 from . import vllm_compat, worker_timing
+from .breaker import SlowCallBreaker
 from .ledger import DecisionLedger
 from .settings import ADDITIONAL_CONFIG_KEY, AdapterSettings
 from .snapshots import SnapshotWriter
@@ -55,6 +59,9 @@ class GovernorRuntime:
         self.fallback_k = settings.effective_fallback_k
         self.dynamic_k = dynamic_k
         self.clock = clock
+        # Call durations use the real monotonic clock: ``clock`` may be a test's broken one.
+        self.breaker = SlowCallBreaker(settings.slow_call_ms / 1e3)
+        self._observe_s = 0.0
         self.ledger = DecisionLedger()
         self.telemetry = Telemetry(self.k_max, settings.request_history)
         self.log = (RotatingJsonl(settings.telemetry_log, settings.telemetry_log_max_bytes, settings.telemetry_log_backups,
@@ -136,13 +143,21 @@ class GovernorRuntime:
     def _select(self, scheduler: Any, scheduler_output: Any, num_decoding: int) -> tuple[int, Any]:
         kv, queue = vllm_compat.kv_usage(scheduler), vllm_compat.queue_len(scheduler)
         self.telemetry.kv_usage, self.telemetry.queue_len = kv, queue
+        if self.breaker.skip():
+            self._observe_s = 0.0
+            return self.fallback_k, None
         self.select_calls += 1
+        t0 = time.perf_counter()
         try:
             ctx = StepContext(num_decoding=num_decoding, k_max=self.k_max, drafter_class=self.drafter_class,
                               kv_usage=kv, queue_len=queue, num_scheduled=len(scheduler_output.num_scheduled_tokens))
             decision = self.policy.select(ctx)
         except Exception as e:
             self._error("select", e)
+            return self.fallback_k, None
+        # One budget per step for the governor's work: this select and the last observe.
+        spent, self._observe_s = time.perf_counter() - t0 + self._observe_s, 0.0
+        if self._slow(spent):
             return self.fallback_k, None
         k = getattr(decision, "k", None)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= self.k_max:
@@ -227,10 +242,12 @@ class GovernorRuntime:
         accepted = np.array(accepted, dtype=np.int64)
         outcome = StepOutcome(drafted, accepted, duration, draft_duration_s=prev.draft_s, target_duration_s=target_s,
                               prefill_tokens=prefill_tokens)
+        t0 = time.perf_counter()
         try:
             self.policy.observe(prev.decision, outcome)
         except Exception as e:
             self._error("observe", e)
+        self._observe_s += time.perf_counter() - t0
         if self.log is not None:
             # The trace format of banditk.trace: `banditk fit` reads this log directly.
             self.log.write(trace.step_record(prev.decision, outcome, k_max, t=round(time.time(), 3),
@@ -266,6 +283,15 @@ class GovernorRuntime:
         except Exception as e:
             self._error("state_line", e)
         return f"{head} | {self.telemetry.line()}"
+
+    def _slow(self, elapsed_s: float) -> bool:
+        """Count a step over budget as a fault; True once slow steps opened the breaker."""
+        if not self.breaker.record(elapsed_s):
+            return False
+        self._error("slow", TimeoutError(
+            f"select + observe took {1e3 * elapsed_s:.1f} ms, over slow_call_ms={1e3 * self.breaker.budget_s:g}; "
+            f"{self.breaker.strikes} in a row bypass the governor, longer each time it stays slow"))
+        return self.breaker.is_open
 
     def _error(self, kind: str, exc: BaseException) -> None:
         n = self.telemetry.count_error(kind)

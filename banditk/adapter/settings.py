@@ -58,6 +58,7 @@ ADAPTER_KEYS = frozenset(
         "state_log_interval_s",
         "drafter_class",
         "request_history",
+        "slow_call_ms",
     }
 )
 
@@ -85,6 +86,10 @@ class AdapterSettings:
         state_log_interval_s: seconds between state lines in vLLM's log (0: never).
         drafter_class: overrides the class derived from vLLM's ``method``.
         request_history: per-request acceptance records kept (bounded ring).
+        slow_call_ms: the governor's budget per step (``select`` plus the previous
+            ``observe``); a step over it is a fault, and a few in a row make the runtime
+            use the fallback K and bypass the governor for a while
+            (:mod:`banditk.adapter.breaker`). The bandit takes ~0.03-0.1 ms.
         k_max: vLLM's ``num_speculative_tokens`` (filled in once known).
         method: vLLM's speculative ``method`` (filled in once known).
     """
@@ -101,6 +106,7 @@ class AdapterSettings:
     state_log_interval_s: float = 30.0
     drafter_class: str | None = None
     request_history: int = 32
+    slow_call_ms: float = 10.0
     k_max: int | None = None
     method: str | None = None
 
@@ -213,6 +219,11 @@ def parse_settings(governor: Any, governor_config: Any) -> AdapterSettings:
         kw["telemetry_log_backups"] = _check_int(kw["telemetry_log_backups"], "governor_config.telemetry_log_backups", 0, 100)
     if "request_history" in kw:
         kw["request_history"] = _check_int(kw["request_history"], "governor_config.request_history", 1, 100_000)
+    if "slow_call_ms" in kw:
+        v = kw["slow_call_ms"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ConfigError(f"governor_config.slow_call_ms must be a number of milliseconds > 0, got {v!r}.")
+        kw["slow_call_ms"] = float(v)
     if "drafter_class" in kw and kw["drafter_class"] is not None:
         try:
             check_drafter_class(kw["drafter_class"], "governor_config.drafter_class")

@@ -12,6 +12,7 @@ extrapolated from their predecessor and say so).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ..drafters import check_drafter_class
@@ -251,6 +252,15 @@ _add(ModelProfile(
         "lm_head_params", "lm_head_bytes_per_param", "kv_bytes_per_token", "routing_token_exponent")},
 ))
 
+# 4-bit weight-only quantizations (AWQ/GPTQ-style, group-128 fp16 scales): how models too
+# large for a 128 GB box in FP8 are run on DGX Spark / Strix Halo.
+_INT4_BPP = 0.53
+for _base in ("step-3.7-flash", "mistral-medium-3.5"):
+    _m = MODELS[_base]
+    _add(dataclasses.replace(
+        _m, name=f"{_base}-int4", bytes_per_param=_INT4_BPP,
+        sources={**_m.sources, "bytes_per_param": "assumed: 4-bit weights + group-128 fp16 scales (0.53 B/param)"}))
+
 # Served without a configured speculative mechanism: no drafter-class row.
 for _name, _tot, _act, _e, _k, _bpp, _layers, _pred in (
     ("gpt-oss-120b", 115.6e9, 4.0e9, 128, 4, 0.56, 36, "OpenAI gpt-oss model card (116.8B total, 5.1B active)"),
@@ -270,22 +280,25 @@ for _name, _tot, _act, _e, _k, _bpp, _layers, _pred in (
                            "routing_token_exponent")},
     ))
 
-# Tiny cyclic models of VLLM_ON_CPU.md (fp32, hidden 1024; the 1-layer x 1024 draft model).
-for _layers in (4, 10):
+# Tiny cyclic models of VLLM_ON_CPU.md (fp32, hidden 1024; the 1-layer x 1024 draft model),
+# and the live sweep's (experiments/live_sweep.py: 4 layers, its 512-token local vocabulary).
+for _layers, _vocab, _suffix in ((4, 4096, ""), (10, 4096, ""), (4, 512, "-v512")):
+    _vocab_src = ("assumed: 4k-token local BPE vocabulary" if _vocab == 4096 else
+                  "banditk.testing.tiny_models: 512-token local tokenizer of the live sweep")
     _add(ModelProfile(
-        name=f"cyclic-{_layers}x1024", n_layers=_layers, total_params=_layers * 16.8e6,
+        name=f"cyclic-{_layers}x1024{_suffix}", n_layers=_layers, total_params=_layers * 16.8e6,
         active_params=_layers * 16.8e6, n_experts=0, top_k=0, bytes_per_param=4.0,
-        lm_head_params=4.2e6, lm_head_bytes_per_param=4.0, kv_bytes_per_token=_layers * 2 * 1024 * 4,
+        lm_head_params=_vocab * 1024.0, lm_head_bytes_per_param=4.0, kv_bytes_per_token=_layers * 2 * 1024 * 4,
         drafters={"draft_model": DrafterProfile(
             drafter_class="draft_model", params=16.8e6, bytes_per_param=4.0, n_layers=1, shares_lm_head=False,
-            own_lm_head_params=4.2e6,
+            own_lm_head_params=_vocab * 1024.0,
             sources={"params": "VLLM_ON_CPU.md: 1 layer x hidden 1024 (4x MLP assumed)",
-                     "own_lm_head_params": "assumed: 4k-token local BPE vocabulary"}),
+                     "own_lm_head_params": _vocab_src}),
             "ngram": _ngram(), "suffix": _ngram("suffix")},
         sources={"n_layers": "VLLM_ON_CPU.md", "total_params": "derived: 4*1024^2 attention + 3*1024*4096 MLP per layer (MLP width assumed)",
                  "active_params": "dense", "n_experts": "dense", "top_k": "dense",
                  "bytes_per_param": "VLLM_ON_CPU.md: dtype float32",
-                 "lm_head_params": "assumed: 4k-token local BPE vocabulary", "lm_head_bytes_per_param": "float32",
+                 "lm_head_params": _vocab_src, "lm_head_bytes_per_param": "float32",
                  "kv_bytes_per_token": "derived: layers x K,V x 1024 x fp32"},
     ))
 

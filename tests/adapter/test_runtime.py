@@ -196,3 +196,59 @@ def test_idle_engine_flushes_snapshot_and_evicts_histories(tmp_path):
     assert snap.exists() and rt.snapshots.writes == 1 and rt.telemetry.num_tracked_requests == 0
     step(rt, sch, FakeOutput({}))  # an empty step while idle: nothing new, no rewrite
     assert rt.snapshots.writes == 1
+
+
+class Sleepy(RecordingPolicy):
+    """Selects K=3, taking ``delay_s`` of wall time per call."""
+
+    def __init__(self, delay_s):
+        super().__init__([])
+        self.delay_s, self.calls = delay_s, 0
+
+    def select(self, ctx):
+        import time
+
+        self.calls += 1
+        time.sleep(self.delay_s)
+        return Decision(k=3, bucket=0, num_decoding=ctx.num_decoding, step_id=self.calls)
+
+
+def test_slow_governor_is_bypassed_with_fallback_k_and_logged_once(caplog):
+    rt = make_runtime(Sleepy(0.004), fallback_k=1, slow_call_ms=1)
+    sch = FakeScheduler()
+    sch.add("a", 4, 4)
+    outs = [FakeOutput({"a": 1}) for _ in range(300)]
+    with caplog.at_level("ERROR", logger="vllm.banditk"):
+        for out in outs:
+            step(rt, sch, out)
+    ks = [o.num_spec_tokens_to_schedule for o in outs]
+    strikes = rt.breaker.strikes
+    # The first slow calls are counted but their (valid) K is used; then the breaker opens.
+    assert ks[: strikes - 1] == [3] * (strikes - 1) and ks[strikes - 1] == 1
+    # Bypasses of 64, 128, ... steps: a policy slow on every call is called a handful of times.
+    assert rt.policy.calls <= strikes + 3 and ks.count(1) >= 290
+    assert rt.telemetry.errors["slow"] == rt.policy.calls
+    assert sum("slow" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_governor_that_recovers_is_called_again_after_the_bypass():
+    pol = Sleepy(0.004)
+    rt = make_runtime(pol, fallback_k=1, slow_call_ms=1)
+    sch = FakeScheduler()
+    sch.add("a", 4, 4)
+    for _ in range(rt.breaker.strikes):
+        step(rt, sch, FakeOutput({"a": 1}))
+    assert rt.breaker.is_open
+    pol.delay_s = 0.0
+    outs = [FakeOutput({"a": 1}) for _ in range(rt.breaker.base_cooldown + 20)]
+    for out in outs:
+        step(rt, sch, out)
+    assert [o.num_spec_tokens_to_schedule for o in outs[-10:]] == [3] * 10
+    assert rt.breaker.cooldown == rt.breaker.base_cooldown and pol.calls > rt.breaker.strikes + 10
+
+
+def test_slow_call_budget_must_be_positive():
+    from banditk.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="slow_call_ms"):
+        parse_settings("bandit", {"slow_call_ms": 0})

@@ -6,6 +6,7 @@ policy is swapped between tests, then short-lived ones for start-up paths.
 
 import time
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.vllm
@@ -319,6 +320,142 @@ def test_async_scheduler_sizes_placeholders_with_governed_k_and_credits_in_order
     assert pol.observed == [(2, [2, 2], [1, 1]), (1, [1, 1], [1, 1])]
 
 
+# ---- faults in a running engine (issue 7): the engine keeps serving correct output ----------
+
+
+class InvalidK:
+    """Returns K values vLLM cannot run: above K_max, negative, not an integer."""
+
+    name = "invalid"
+
+    def __init__(self):
+        self.n = 0
+
+    def select(self, ctx):
+        from banditk.types import Decision
+
+        self.n += 1
+        k = (K_MAX + 5, -1, "2", 1.5)[self.n % 4]
+        return Decision(k=k, bucket=0, num_decoding=ctx.num_decoding, step_id=self.n)
+
+    def observe(self, decision, outcome):
+        raise AssertionError("an invalid decision must not be credited")
+
+
+class SlowBandit:
+    """The real bandit, made slow by a sleep in every select."""
+
+    def __init__(self, inner, delay_s):
+        self.inner, self.delay_s, self.calls = inner, delay_s, 0
+        self.name = "slow"
+
+    def select(self, ctx):
+        self.calls += 1
+        time.sleep(self.delay_s)
+        return self.inner.select(ctx)
+
+    def observe(self, decision, outcome):
+        self.inner.observe(decision, outcome)
+
+
+class ErrorLog:
+    """Collects vllm.banditk's records (vLLM's logger does not propagate to pytest's caplog)."""
+
+    def __enter__(self):
+        import logging
+
+        self.records = []
+        self.handler = logging.Handler(logging.ERROR)
+        self.handler.emit = self.records.append
+        logging.getLogger("vllm.banditk").addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc):
+        import logging
+
+        logging.getLogger("vllm.banditk").removeHandler(self.handler)
+
+    def count(self, kind):
+        return sum(f"{kind} failed" in r.getMessage() for r in self.records)
+
+
+def posterior_is_finite(bandit):
+    m, k, a, b = bandit.latency_params()
+    acc_a, acc_b = bandit.acceptance_params()
+    return all(np.all(np.isfinite(x)) for x in (m, k, a, b, acc_a, acc_b, bandit.mean_goodput()))
+
+
+def test_invalid_k_falls_back_is_counted_logged_once_and_output_is_correct(governed, reference):
+    llm, _ = governed
+    rt = runtime(llm)
+    old, rt.policy = rt.policy, InvalidK()
+    before = rt.telemetry.errors.get("invalid_k", 0)
+    try:
+        with ErrorLog() as log:
+            out = generate(llm, PROMPTS)
+    finally:
+        rt.policy = old
+    assert out == reference["batch"]
+    assert rt.telemetry.errors["invalid_k"] - before > 5
+    assert log.count("invalid_k") == (1 if before == 0 else 0)
+    assert rt.last_k == rt.fallback_k
+
+
+def test_slow_governor_is_bypassed_and_output_is_correct(governed, reference):
+    from banditk.adapter.breaker import SlowCallBreaker
+
+    llm, _ = governed
+    rt = runtime(llm)
+    slow = SlowBandit(rt.policy, delay_s=0.05)  # 5x the 10 ms budget
+    old_policy, old_breaker = rt.policy, rt.breaker
+    rt.policy, rt.breaker = slow, SlowCallBreaker(old_breaker.budget_s, base_cooldown=8)
+    steps0, slow0 = rt.ledger._next, rt.telemetry.errors.get("slow", 0)
+    try:
+        with ErrorLog() as log:
+            out = generate(llm, PROMPTS)
+    finally:
+        rt.policy, rt.breaker = old_policy, old_breaker
+    steps = rt.ledger._next - steps0
+    assert out == reference["batch"]
+    assert log.count("slow") == (1 if slow0 == 0 else 0)
+    assert rt.telemetry.errors["slow"] - slow0 == slow.calls
+    # Three strikes, then bypasses of 8, 16, 32 steps: the sleep ran on a minority of steps.
+    assert slow.calls <= 3 + 4 and steps > 2 * slow.calls, (slow.calls, steps)
+    assert posterior_is_finite(old_policy)
+
+
+def test_clock_jumps_do_not_poison_the_posterior(governed, reference):
+    llm, _ = governed
+    rt = runtime(llm)
+    bandit = rt.policy
+    generate(llm, PROMPTS)  # some history first
+    learned = bandit.latency_params()[0].copy()
+    calls = [0]
+    real = rt.clock
+
+    def broken_clock():
+        # Every 7th reading jumps back 1000 s, every 11th forward 50 s (an NTP step on a
+        # wall clock, a suspended VM): durations of 0, negative or ~50 s reach the ledger.
+        calls[0] += 1
+        return real() - (1000.0 if calls[0] % 7 == 0 else 0.0) + (50.0 if calls[0] % 11 == 0 else 0.0)
+
+    rt.clock = broken_clock
+    outliers0 = bandit.outliers
+    try:
+        out = generate(llm, PROMPTS)
+    finally:
+        rt.clock = real
+    assert out == reference["batch"]
+    assert posterior_is_finite(bandit)
+    assert bandit.outliers > outliers0  # the 50 s steps were seen and not credited
+    played = bandit.data.cell_n > 1
+    assert np.all(bandit.latency_params()[0][played] < 1.0)  # no cell believes in 50 s steps
+    # And it recovers: with a sound clock the cells it plays stay near what they knew.
+    generate(llm, PROMPTS)
+    now = bandit.latency_params()[0]
+    assert np.all(now[played] < 3 * learned[played] + 0.05)
+
+
 def test_snapshot_at_shutdown_and_second_engine_starts_from_it(governed, tiny_pair, reference):
     """Last test of the module using `governed`: it shuts that engine down."""
     from banditk.testing.engines import scheduler, tiny_llm
@@ -349,6 +486,50 @@ def test_bad_governor_config_fails_before_model_load(vllm_cpu, tiny_pair):
     with pytest.raises(ConfigError, match=r"governor='greedy' is not a policy"):
         LLM(model=tiny_pair.target, speculative_config=spec(tiny_pair, governor="greedy"), **llm_kwargs())
     assert time.perf_counter() - t0 < 10
+
+
+# Placed before the MTP and n-gram engines: built after them in the same process, vllm-cpu
+# 0.32 fails in its Triton-kernel rebinding ('_lib_fn_wrapper' object has no attribute 'get').
+def test_abort_mid_generation_and_preemption_keep_the_governor_sound(vllm_cpu, tiny_pair, tmp_path):
+    """A KV cache too small for the batch (vLLM preempts and recomputes) and requests
+    aborted while decoding: output of the survivors is correct, the posterior finite."""
+    from transformers import AutoTokenizer
+    from vllm import SamplingParams
+
+    from banditk.testing.engines import greedy_chain, scheduler, tiny_llm
+
+    n_tokens = 200  # past one 128-token CPU block: every request needs a second block
+    cfg = {"seed": 0, "fallback_k": 2, "telemetry_log": str(tmp_path / "steps.jsonl")}
+    # Six blocks for six requests that each grow to two: running requests get preempted.
+    with tiny_llm(tiny_pair.target, spec(tiny_pair, governor="bandit", governor_config=cfg),
+                  num_gpu_blocks_override=6, max_num_seqs=8) as llm:
+        sch = scheduler(llm)
+        rt, preempted = sch.banditk, []
+        orig = sch._preempt_request
+        sch._preempt_request = lambda req, *a, **kw: (preempted.append(req.request_id), orig(req, *a, **kw))[1]
+        engine = llm.llm_engine
+        sp = SamplingParams(temperature=0.0, max_tokens=n_tokens, ignore_eos=True)
+        for i, p in enumerate(PROMPTS):
+            engine.add_request(f"r{i}", p, sp)
+        done, steps = {}, 0
+        while engine.has_unfinished_requests() and steps < 5000:
+            for o in engine.step():
+                if o.finished:
+                    done[o.request_id] = list(o.outputs[0].token_ids)
+            steps += 1
+            if steps == 20:
+                engine.abort_request(["r1", "r4"])  # mid-decode
+        del sch._preempt_request
+        bandit = rt.policy
+        tok = AutoTokenizer.from_pretrained(tiny_pair.target)
+        assert set(preempted) - {"r1", "r4"}, "the KV cache was meant to be too small for the batch"
+        for i, prompt in enumerate(PROMPTS):
+            if i in (1, 4):
+                assert len(done.get(f"r{i}", ())) < n_tokens  # really cut short
+            else:
+                assert done[f"r{i}"] == greedy_chain(tiny_pair.next_token, tok(prompt)["input_ids"][-1], n_tokens)
+        assert posterior_is_finite(bandit) and bandit.observations > 20
+        assert not rt.telemetry.errors, rt.telemetry.errors
 
 
 def test_mtp_with_governor_and_k0_cache_sync(vllm_cpu, tiny_pair, tmp_path_factory):
