@@ -39,12 +39,14 @@ class GovernorConfig:
     advantage into several observations instead of a switch and a switch back, and
     makes most steps nearly free."""
 
-    max_decision_interval: int = 128
+    max_decision_interval: int = 32
     """Longest decision epoch. Each time a sampled decision keeps the current K, the
     next epoch doubles (up to this); a switch, a bucket change or KV pressure resets
-    it to ``decision_interval``. A settled governor thus samples rarely, so near-tied
-    Ks stop trading places on posterior noise (lazy Thompson sampling, the switching-
-    cost bandits' epoch schedule), while a change of load still resamples at once.
+    it to ``decision_interval``. A settled governor thus samples less often, so
+    near-tied Ks stop trading places on posterior noise (lazy Thompson sampling, the
+    switching-cost bandits' epoch schedule), while a change of load still resamples at
+    once. 128 cut switches further but, started from a confident prior that was wrong
+    in one bucket, tried the better K too rarely (simulator regret 1.5% vs 0.8% at 32).
     Equal to ``decision_interval`` turns the doubling off."""
 
     settle_confidence: float = 0.75
