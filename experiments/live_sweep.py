@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import shutil
@@ -35,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from banditk.atomic import atomic_write_text  # noqa: E402
 from banditk.evaluation import THRESHOLDS, point_checks, summary  # noqa: E402
-from banditk.live.bench import Load, run_bench, summarize  # noqa: E402
+from banditk.live.bench import Load, run_warm_then_measure, summarize  # noqa: E402
 from banditk.live.policies import speculative_config  # noqa: E402
 from banditk.live.server import VllmServer  # noqa: E402
 
@@ -149,17 +148,14 @@ def k_switches(telemetry: Path, t0: float, t1: float) -> dict | None:
 
 
 def run_point(server: VllmServer, policy: str, c: int, args, run_dir: Path) -> dict:
-    # One warm-up request batch, which also estimates the request rate for sizing the point.
-    warm = run_bench(server.base_url, server.model, Load(c, c, args.input_len, args.output_len, seed=1000 + c),
-                     run_dir / f"warmup_c{c}.json", run_dir / f"warmup_c{c}.log")
-    batch_s = max(float(warm["duration"]), 1e-3)  # c requests in parallel: about one request's latency
-    n = max(args.min_requests, math.ceil(args.min_seconds * c / batch_s))
-    t0 = time.time()
-    result = run_bench(server.base_url, server.model, Load(c, n, args.input_len, args.output_len, seed=c),
-                       run_dir / f"bench_c{c}.json", run_dir / f"bench_c{c}.log")
-    t1 = time.time()
-    point = {"policy": policy, "concurrency": c, "num_prompts": n, **summarize(result)}
-    sw = k_switches(run_dir / "telemetry.jsonl", t0, t1)
+    # One warm-up batch of c requests (about one request's latency), which sizes the point
+    # to at least --min-requests requests or --min-seconds, whichever is longer.
+    result, times = run_warm_then_measure(
+        server.base_url, server.model, Load(c, c, args.input_len, args.output_len, seed=1000 + c),
+        Load(c, args.min_requests, args.input_len, args.output_len, seed=c),
+        min_requests=args.min_requests, min_seconds=args.min_seconds, run_dir=run_dir, tag=f"c{c}")
+    point = {"policy": policy, "concurrency": c, "num_prompts": times["num_prompts"], **summarize(result)}
+    sw = k_switches(run_dir / "telemetry.jsonl", times["t0"], times["t1"])
     if sw is not None:
         point.update(sw)
     elif policy.startswith(("nospec", "fixed:")):

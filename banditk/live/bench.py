@@ -23,6 +23,30 @@ _MAIN = (
 )
 
 
+# A warm-up batch, then the measured run sized from it, in one process: importing the
+# client costs ~10 s here, twice per point otherwise (a sixth of the default sweep).
+_WARM_THEN_MEASURE = (
+    "import json, math, sys, time\n"
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+    "from vllm.benchmarks.serve import add_cli_args, main\n"
+    "spec = json.loads(sys.argv[1])\n"
+    "def run(argv):\n"
+    "    p = FlexibleArgumentParser()\n"
+    "    add_cli_args(p)\n"
+    "    main(p.parse_args(argv))\n"
+    "run(spec['warmup'])\n"
+    "with open(spec['warmup_result']) as f:\n"
+    "    batch_s = max(float(json.load(f)['duration']), 1e-3)\n"
+    "n = max(spec['min_requests'], math.ceil(spec['min_seconds'] * spec['concurrency'] / batch_s))\n"
+    "argv = spec['measure']\n"
+    "argv[argv.index('--num-prompts') + 1] = str(n)\n"
+    "t0 = time.time()\n"
+    "run(argv)\n"
+    "with open(spec['times'], 'w') as f:\n"
+    "    json.dump({'t0': t0, 't1': time.time(), 'num_prompts': n}, f)\n"
+)
+
+
 @dataclass(frozen=True)
 class Load:
     """One load point: closed-loop concurrency, request count and shape."""
@@ -34,10 +58,8 @@ class Load:
     seed: int = 0
 
 
-def run_bench(base_url: str, model: str, load: Load, result_path: Path, log_path: Path, timeout_s: float = 1800) -> dict:
-    """Run vLLM's client against ``base_url`` and return its result JSON (plus our derived fields)."""
-    result_path.parent.mkdir(parents=True, exist_ok=True)
-    args = ["--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions", "--model", model,
+def _client_args(base_url: str, model: str, load: Load, result_path: Path) -> list[str]:
+    return ["--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions", "--model", model,
             "--dataset-name", "random", "--random-input-len", str(load.input_len),
             "--random-output-len", str(load.output_len), "--random-range-ratio", "0",
             "--num-prompts", str(load.num_prompts), "--max-concurrency", str(load.concurrency),
@@ -45,12 +67,41 @@ def run_bench(base_url: str, model: str, load: Load, result_path: Path, log_path
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
             "--save-result", "--result-dir", str(result_path.parent), "--result-filename", result_path.name,
             "--disable-tqdm"]
+
+
+def run_bench(base_url: str, model: str, load: Load, result_path: Path, log_path: Path, timeout_s: float = 1800) -> dict:
+    """Run vLLM's client against ``base_url`` and return its result JSON (plus our derived fields)."""
+    result_path.parent.mkdir(parents=True, exist_ok=True)
+    args = _client_args(base_url, model, load, result_path)
     with open(log_path, "w") as log:
         r = subprocess.run([sys.executable, "-c", _MAIN, *args], stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
     if r.returncode != 0 or not result_path.exists():
         tail = Path(log_path).read_text(errors="replace")[-3000:]
         raise RuntimeError(f"vLLM's benchmark client failed (exit {r.returncode}):\n{tail}")
     return json.loads(result_path.read_text())
+
+
+def run_warm_then_measure(base_url: str, model: str, warm: Load, measure: Load, *, min_requests: int,
+                          min_seconds: float, run_dir: Path, tag: str, timeout_s: float = 3600) -> tuple[dict, dict]:
+    """One warm-up batch (``warm``), then ``measure`` with at least ``min_requests`` requests or
+    ``min_seconds`` of load (sized from the warm-up's duration), in one client process.
+
+    Returns the measured run's result JSON, and ``{"t0", "t1", "num_prompts"}`` (wall clock of
+    the measured run, for matching the governor's telemetry).
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    warm_path, result_path = run_dir / f"warmup_{tag}.json", run_dir / f"bench_{tag}.json"
+    times_path, log_path = run_dir / f"times_{tag}.json", run_dir / f"bench_{tag}.log"
+    spec = {"warmup": _client_args(base_url, model, warm, warm_path), "warmup_result": str(warm_path),
+            "measure": _client_args(base_url, model, measure, result_path), "concurrency": measure.concurrency,
+            "min_requests": min_requests, "min_seconds": min_seconds, "times": str(times_path)}
+    with open(log_path, "w") as log:
+        r = subprocess.run([sys.executable, "-c", _WARM_THEN_MEASURE, json.dumps(spec)], stdout=log,
+                           stderr=subprocess.STDOUT, timeout=timeout_s)
+    if r.returncode != 0 or not result_path.exists() or not times_path.exists():
+        tail = Path(log_path).read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"vLLM's benchmark client failed (exit {r.returncode}):\n{tail}")
+    return json.loads(result_path.read_text()), json.loads(times_path.read_text())
 
 
 def summarize(result: dict) -> dict:
