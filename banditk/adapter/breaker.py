@@ -30,7 +30,7 @@ class SlowCallBreaker:
     """Counts down bypassed steps after a call over ``budget_s``.
 
     Args:
-        budget_s: longest acceptable duration of one ``select`` or ``observe`` call.
+        budget_s: longest acceptable governor time per step (``select`` plus the previous ``observe``).
         base_cooldown: governed steps bypassed after the first slow call.
         max_cooldown: the longest bypass.
         strikes: slow calls in a row that open a closed breaker.

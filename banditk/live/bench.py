@@ -13,16 +13,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-_MAIN = (
-    "import sys\n"
-    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-    "from vllm.benchmarks.serve import add_cli_args, main\n"
-    "p = FlexibleArgumentParser()\n"
-    "add_cli_args(p)\n"
-    "main(p.parse_args(sys.argv[1:]))\n"
-)
-
-
 # A warm-up batch, then the measured run sized from it, in one process: importing the
 # client costs ~10 s here, twice per point otherwise (a sixth of the default sweep).
 _WARM_THEN_MEASURE = (
@@ -67,18 +57,6 @@ def _client_args(base_url: str, model: str, load: Load, result_path: Path) -> li
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
             "--save-result", "--result-dir", str(result_path.parent), "--result-filename", result_path.name,
             "--disable-tqdm"]
-
-
-def run_bench(base_url: str, model: str, load: Load, result_path: Path, log_path: Path, timeout_s: float = 1800) -> dict:
-    """Run vLLM's client against ``base_url`` and return its result JSON (plus our derived fields)."""
-    result_path.parent.mkdir(parents=True, exist_ok=True)
-    args = _client_args(base_url, model, load, result_path)
-    with open(log_path, "w") as log:
-        r = subprocess.run([sys.executable, "-c", _MAIN, *args], stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
-    if r.returncode != 0 or not result_path.exists():
-        tail = Path(log_path).read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"vLLM's benchmark client failed (exit {r.returncode}):\n{tail}")
-    return json.loads(result_path.read_text())
 
 
 def run_warm_then_measure(base_url: str, model: str, warm: Load, measure: Load, *, min_requests: int,
