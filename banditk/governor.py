@@ -126,8 +126,8 @@ class BanditGovernor:
             self.k_counts[self.prev_k] += 1
             return Decision(k=self.prev_k, bucket=bucket, num_decoding=batch, step_id=self.steps)
         self._held = 0
-        scores = self._sample_tokens_per_s(bucket)
-        scores *= batch / self._batch_ratio(batch, bucket)
+        scale = batch / self._batch_ratio(batch, bucket)
+        scores = self._sample_tokens_per_s(bucket) * scale
         if kv_pressed:
             excess = (context.kv_usage - cfg.kv_pressure_threshold) / (1.0 - cfg.kv_pressure_threshold)
             scores *= np.exp(-cfg.kv_pressure_weight * excess * np.arange(cfg.k_max + 1) / cfg.k_max)
@@ -137,12 +137,11 @@ class BanditGovernor:
         if self.prev_k >= 0 and k != self.prev_k:
             self.switches += 1
         # Lazy sampling: a decision that keeps K on the same bucket, with K the posterior's
-        # clear favourite, doubles the next epoch; anything else goes back to short epochs.
-        settled = (k == self.prev_k and same_bucket and not kv_pressed
-                   and cfg.max_decision_interval > self._epoch
-                   and self._prob_current_best(bucket, batch / self._batch_ratio(batch, bucket)) >= cfg.settle_confidence)
-        self._epoch = min(2 * self._epoch, cfg.max_decision_interval) if settled else (
-            self._epoch if k == self.prev_k and same_bucket and not kv_pressed else cfg.decision_interval)
+        # clear favourite, doubles the next epoch; a switch or a new bucket goes back to short ones.
+        if not (k == self.prev_k and same_bucket and not kv_pressed):
+            self._epoch = cfg.decision_interval
+        elif self._epoch < cfg.max_decision_interval and self._prob_current_best(bucket, scale) >= cfg.settle_confidence:
+            self._epoch = min(2 * self._epoch, cfg.max_decision_interval)
         self.prev_k, self.prev_bucket = k, bucket
         self.k_counts[k] += 1
         return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=tuple(scores.tolist()))
@@ -156,13 +155,17 @@ class BanditGovernor:
         """
         if self._scale_pending:
             return 1.0
-        w0, w1, w2, w3 = self._weights_list
         if k is None:
+            w0, w1, w2, w3 = self._weights_list
             f = w0 + (w1 * batch) * self._k_plus_1 + (w2 + w3 * batch) * self._drafts
             return np.clip(f / self._cell_prior_mean[bucket], 0.5, 2.0)
-        d = k if k > 1 else 1
-        ratio = (w0 + w1 * batch * (k + 1) + (w2 + w3 * batch) * d) / float(self._cell_prior_mean[bucket, k])
+        ratio = self._model_step_s(batch, k) / float(self._cell_prior_mean[bucket, k])
         return min(max(ratio, 0.5), 2.0)
+
+    def _model_step_s(self, batch: float, k: int) -> float:
+        """The latency model's step time at (B, K), written out: it runs every step."""
+        w0, w1, w2, w3 = self._weights_list
+        return w0 + w1 * batch * (k + 1) + (w2 + w3 * batch) * (k if k > 1 else 1)
 
     def _debounced_bucket(self, bucket: int) -> int:
         """Move to a new bucket only after B has stayed there ``bucket_dwell`` steps in a row.
@@ -218,9 +221,7 @@ class BanditGovernor:
             t = 0.0  # credited to nothing: neither the cell nor the prefill price
         if prefill and t >= _MIN_OBSERVED_STEP_S and not self._scale_pending:
             # Price a prefill token from what such steps take beyond the decode-only model.
-            w0, w1, w2, w3 = self._weights_list
-            b = decision.num_decoding
-            residual = t - (w0 + w1 * b * (k + 1) + (w2 + w3 * b) * (k if k > 1 else 1))
+            residual = t - self._model_step_s(decision.num_decoding, k)
             gm = cfg.model_discount
             data.prefill_rp = data.prefill_rp * gm + residual * prefill
             data.prefill_pp = data.prefill_pp * gm + float(prefill) * prefill
@@ -278,18 +279,22 @@ class BanditGovernor:
             p.cell_sumsq[bucket] + d.cell_sumsq[bucket],
         )
 
-    def _sample_tokens_per_s(self, bucket: int) -> np.ndarray:
-        """One Thompson draw of E(K) / t(bucket, K) for K = 0..K_max.
+    def _sample_tokens_per_s(self, bucket: int, draws: int | None = None) -> np.ndarray:
+        """Thompson draws of E(K) / t(bucket, K) for K = 0..K_max: one (shape [K+1]) or
+        ``draws`` of them (shape [draws, K+1]).
 
         All gamma variates come from one call (a Beta draw is G_a / (G_a + G_b)), which
         keeps the per-step cost near the numpy call overhead.
         """
         rng, km = self._rng, self.config.k_max
-        g = gamma_variates(rng, np.concatenate((self._acc_a, self._acc_b, self._post_a[bucket])))
-        alpha = g[:km] / (g[:km] + g[km : 2 * km])
-        tokens = np.concatenate((_ONE, 1.0 + np.cumsum(np.cumprod(alpha))))
+        shape = np.concatenate((self._acc_a, self._acc_b, self._post_a[bucket]))
+        lead = () if draws is None else (draws,)
+        g = gamma_variates(rng, shape if draws is None else np.tile(shape, (draws, 1)))
+        alpha = g[..., :km] / (g[..., :km] + g[..., km : 2 * km])
+        one = _ONE if draws is None else np.ones((draws, 1))
+        tokens = np.concatenate((one, 1.0 + np.cumsum(np.cumprod(alpha, axis=-1), axis=-1)), axis=-1)
         mn = self._post_m[bucket]
-        t = mn + np.sqrt(self._post_b[bucket] / (g[2 * km :] * self._post_k[bucket])) * rng.standard_normal(km + 1)
+        t = mn + np.sqrt(self._post_b[bucket] / (g[..., 2 * km :] * self._post_k[bucket])) * rng.standard_normal(lead + (km + 1,))
         return tokens / np.maximum(t, _MIN_STEP_S)
 
     def _prob_current_best(self, bucket: int, scale, draws: int = 32) -> float:
@@ -297,16 +302,9 @@ class BanditGovernor:
 
         ``scale`` is the per-K goodput factor that :meth:`select` applies to a draw.
         """
-        rng, km, k = self._rng, self.config.k_max, self.prev_k
-        shape = np.broadcast_to(np.concatenate((self._acc_a, self._acc_b, self._post_a[bucket])), (draws, 3 * km + 1))
-        g = gamma_variates(rng, np.array(shape))
-        alpha = g[:, :km] / (g[:, :km] + g[:, km : 2 * km])
-        tokens = np.concatenate((np.ones((draws, 1)), 1.0 + np.cumsum(np.cumprod(alpha, axis=1), axis=1)), axis=1)
-        t = self._post_m[bucket] + np.sqrt(self._post_b[bucket] / (g[:, 2 * km :] * self._post_k[bucket])) \
-            * rng.standard_normal((draws, km + 1))
-        scores = tokens / np.maximum(t, _MIN_STEP_S) * scale
-        scores[:, k] *= 1.0 + self.config.switch_penalty
-        return float(np.mean(np.argmax(scores, axis=1) == k))
+        scores = self._sample_tokens_per_s(bucket, draws) * scale
+        scores[:, self.prev_k] *= 1.0 + self.config.switch_penalty
+        return float(np.mean(np.argmax(scores, axis=1) == self.prev_k))
 
     def _update_posterior_cache(self) -> None:
         """Recompute the cached posterior parameters of every cell and position."""

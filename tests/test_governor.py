@@ -57,7 +57,8 @@ def test_epochs_double_once_settled_and_a_bucket_change_resamples(truth):
     g = gov(seed=2)
     draws = []
     sample = g._sample_tokens_per_s
-    g._sample_tokens_per_s = lambda bucket: (draws.append(g.steps), sample(bucket))[1]
+    # Count the decisions (one draw each), not the confidence checks (many draws).
+    g._sample_tokens_per_s = lambda bucket, n=None: (n is None and draws.append(g.steps), sample(bucket, n))[1]
     run_stream(g, truth, [16] * 4000, seed=2)
     late = [s for s in draws if s > 2000]
     # Fixed epochs of 8 would sample 250 times in these 2,000 steps; settled epochs reach 32.

@@ -68,6 +68,14 @@ def step(rt, sched, out, verified=()):
     rt.on_output(sched, out, SimpleNamespace())
 
 
+def decode_steps(rt, sched, n):
+    """``n`` steps of one decoding request ("a"); returns their scheduler outputs."""
+    outs = [FakeOutput({"a": 1}) for _ in range(n)]
+    for out in outs:
+        step(rt, sched, out)
+    return outs
+
+
 def test_one_call_per_decoding_step_and_credit_one_step_later():
     pol = RecordingPolicy([2, 1, 0])
     rt = make_runtime(pol)
@@ -132,10 +140,8 @@ def test_policy_errors_use_fallback_and_are_counted(policy, kind, caplog):
     rt = make_runtime(policy, fallback_k=1)
     sch = FakeScheduler()
     sch.add("a", 4, 4)
-    outs = [FakeOutput({"a": 1}) for _ in range(5)]
     with caplog.at_level("ERROR", logger="vllm.banditk"):
-        for out in outs:
-            step(rt, sch, out)
+        outs = decode_steps(rt, sch, 5)
     assert all(o.num_spec_tokens_to_schedule == 1 for o in outs)
     assert rt.telemetry.errors == {kind: 5}
     assert sum(kind in r.getMessage() for r in caplog.records) == 1  # logged once
@@ -217,10 +223,8 @@ def test_slow_governor_is_bypassed_with_fallback_k_and_logged_once(caplog):
     rt = make_runtime(Sleepy(0.004), fallback_k=1, slow_call_ms=1)
     sch = FakeScheduler()
     sch.add("a", 4, 4)
-    outs = [FakeOutput({"a": 1}) for _ in range(300)]
     with caplog.at_level("ERROR", logger="vllm.banditk"):
-        for out in outs:
-            step(rt, sch, out)
+        outs = decode_steps(rt, sch, 300)
     ks = [o.num_spec_tokens_to_schedule for o in outs]
     strikes = rt.breaker.strikes
     # The first slow calls are counted but their (valid) K is used; then the breaker opens.
@@ -236,13 +240,10 @@ def test_governor_that_recovers_is_called_again_after_the_bypass():
     rt = make_runtime(pol, fallback_k=1, slow_call_ms=1)
     sch = FakeScheduler()
     sch.add("a", 4, 4)
-    for _ in range(rt.breaker.strikes):
-        step(rt, sch, FakeOutput({"a": 1}))
+    decode_steps(rt, sch, rt.breaker.strikes)
     assert rt.breaker.is_open
     pol.delay_s = 0.0
-    outs = [FakeOutput({"a": 1}) for _ in range(rt.breaker.base_cooldown + 20)]
-    for out in outs:
-        step(rt, sch, out)
+    outs = decode_steps(rt, sch, rt.breaker.base_cooldown + 20)
     assert [o.num_spec_tokens_to_schedule for o in outs[-10:]] == [3] * 10
     assert rt.breaker.cooldown == rt.breaker.base_cooldown and pol.calls > rt.breaker.strikes + 10
 

@@ -4,6 +4,7 @@ Engines are shared per module: one ungoverned reference, one governed engine who
 policy is swapped between tests, then short-lived ones for start-up paths.
 """
 
+import contextlib
 import time
 
 import numpy as np
@@ -58,6 +59,16 @@ def runtime(llm):
     from banditk.testing.engines import scheduler
 
     return scheduler(llm).banditk
+
+
+@contextlib.contextmanager
+def swapped_policy(rt, policy):
+    """Run the engine with ``policy`` in place of its governor, then put the governor back."""
+    old, rt.policy = rt.policy, policy
+    try:
+        yield old
+    finally:
+        rt.policy = old
 
 
 def test_reference_follows_the_cyclic_map(reference, tiny_pair, vllm_cpu):
@@ -215,12 +226,9 @@ class Raising:
 def test_raising_governor_falls_back_and_generation_is_correct(governed, reference):
     llm, _ = governed
     rt = runtime(llm)
-    old, rt.policy = rt.policy, Raising()
     before = rt.telemetry.errors.get("select", 0)
-    try:
+    with swapped_policy(rt, Raising()):
         out = generate(llm, PROMPTS)
-    finally:
-        rt.policy = old
     assert out == reference["batch"]
     assert rt.telemetry.errors["select"] - before > 5
     assert rt.last_k == rt.fallback_k == 2
@@ -388,13 +396,9 @@ def posterior_is_finite(bandit):
 def test_invalid_k_falls_back_is_counted_logged_once_and_output_is_correct(governed, reference):
     llm, _ = governed
     rt = runtime(llm)
-    old, rt.policy = rt.policy, InvalidK()
     before = rt.telemetry.errors.get("invalid_k", 0)
-    try:
-        with ErrorLog() as log:
-            out = generate(llm, PROMPTS)
-    finally:
-        rt.policy = old
+    with swapped_policy(rt, InvalidK()), ErrorLog() as log:
+        out = generate(llm, PROMPTS)
     assert out == reference["batch"]
     assert rt.telemetry.errors["invalid_k"] - before > 5
     assert log.count("invalid_k") == (1 if before == 0 else 0)
@@ -407,14 +411,14 @@ def test_slow_governor_is_bypassed_and_output_is_correct(governed, reference):
     llm, _ = governed
     rt = runtime(llm)
     slow = SlowBandit(rt.policy, delay_s=0.05)  # 5x the 10 ms budget
-    old_policy, old_breaker = rt.policy, rt.breaker
-    rt.policy, rt.breaker = slow, SlowCallBreaker(old_breaker.budget_s, base_cooldown=8)
+    old_breaker = rt.breaker
+    rt.breaker = SlowCallBreaker(old_breaker.budget_s, base_cooldown=8)
     steps0, slow0 = rt.ledger._next, rt.telemetry.errors.get("slow", 0)
     try:
-        with ErrorLog() as log:
+        with swapped_policy(rt, slow) as old_policy, ErrorLog() as log:
             out = generate(llm, PROMPTS)
     finally:
-        rt.policy, rt.breaker = old_policy, old_breaker
+        rt.breaker = old_breaker
     steps = rt.ledger._next - steps0
     assert out == reference["batch"]
     assert log.count("slow") == (1 if slow0 == 0 else 0)
