@@ -94,9 +94,9 @@ class BanditGovernor:
         self._cell_prior_mean = np.zeros((nb, k_max + 1))
         self._k_plus_1 = np.arange(k_max + 1) + 1.0
         self._drafts = np.maximum(np.arange(k_max + 1), 1).astype(float)
-        # (B, K, t) observed since the regression statistics were last brought up to
-        # date; folded in, with their discount weights, at each refresh.
-        self._pending: list[tuple[float, int, float]] = []
+        # (B, K, t, weight) observed since the regression statistics were last brought up
+        # to date; folded in, with their discount weights, at each refresh.
+        self._pending: list[tuple[float, int, float, float]] = []
         self._refresh_latency_model()
 
     # ---- the two calls -------------------------------------------------------------
@@ -219,13 +219,19 @@ class BanditGovernor:
         prefill = outcome.prefill_tokens
         if t >= _MIN_OBSERVED_STEP_S and self._is_outlier(bucket, k, decision.num_decoding, t, prefill):
             t = 0.0  # credited to nothing: neither the cell nor the prefill price
+        weight = 1.0
         if prefill and t >= _MIN_OBSERVED_STEP_S and not self._scale_pending:
-            # Price a prefill token from what such steps take beyond the decode-only model.
-            residual = t - self._model_step_s(decision.num_decoding, k)
+            # Price a prefill token from what such steps take beyond the cell's decode-only time.
+            decode_s = float(self._post_m[bucket, k]) * self._batch_ratio(decision.num_decoding, bucket, k)
             gm = cfg.model_discount
-            data.prefill_rp = data.prefill_rp * gm + residual * prefill
+            data.prefill_rp = data.prefill_rp * gm + (t - decode_s) * prefill
             data.prefill_pp = data.prefill_pp * gm + float(prefill) * prefill
-            t = max(t - self._prefill_price * prefill, _PREFILL_FLOOR * t)
+            # What is left after the chunk's price is a decode time measured with the whole
+            # step's noise: credit it with the weight of a decode step of that precision
+            # (the decode share of the step, squared). Where a chunk dominates, the step
+            # tells little about K, and crediting it fully biased cells toward slow steps.
+            weight = min(1.0, (decode_s / t) ** 2)
+            t = max(t - self._prefill_price * prefill, _PREFILL_FLOOR * decode_s)
         if t >= _MIN_OBSERVED_STEP_S:  # shorter is a broken clock, not a step
             # Each cell is an exponentially weighted window over its own observations;
             # cells not played keep their estimate (the regression, discounted on every
@@ -234,11 +240,12 @@ class BanditGovernor:
             # carries a step of another B in the bucket over (a ratio near 1), so the
             # spread of B inside a bucket does not read as noise.
             t_cell = t / self._batch_ratio(decision.num_decoding, bucket, k)
-            data.cell_n[bucket, k] = data.cell_n[bucket, k] * gamma + 1.0
-            data.cell_sum[bucket, k] = data.cell_sum[bucket, k] * gamma + t_cell
-            data.cell_sumsq[bucket, k] = data.cell_sumsq[bucket, k] * gamma + t_cell * t_cell
+            g = gamma if weight == 1.0 else gamma**weight  # forget in proportion to what is learned
+            data.cell_n[bucket, k] = data.cell_n[bucket, k] * g + weight
+            data.cell_sum[bucket, k] = data.cell_sum[bucket, k] * g + weight * t_cell
+            data.cell_sumsq[bucket, k] = data.cell_sumsq[bucket, k] * g + weight * t_cell * t_cell
             self._update_cell_posterior(bucket, k)
-            self._pending.append((float(decision.num_decoding), k, t))
+            self._pending.append((float(decision.num_decoding), k, t, weight))
             if self._scale_pending:
                 self._refresh_latency_model()
         self.observations += 1
@@ -353,7 +360,8 @@ class BanditGovernor:
         """Bring the regression statistics up to date with the observations since the last fold.
 
         The j-th of m pending observations is ``m - 1 - j`` steps old, so it carries
-        weight gamma^(m-1-j), exactly as if it had been added when observed.
+        weight gamma^(m-1-j) (times its own precision weight), exactly as if it had been
+        added when observed.
         """
         if not self._pending:
             return
@@ -361,7 +369,7 @@ class BanditGovernor:
         obs = np.array(self._pending)
         m = obs.shape[0]
         x = latency_model.features_rows(obs[:, 0], obs[:, 1])
-        w = gamma ** np.arange(m - 1, -1, -1, dtype=float)
+        w = gamma ** np.arange(m - 1, -1, -1, dtype=float) * obs[:, 3]
         d.reg_xtx = d.reg_xtx * gamma**m + (x * w[:, None]).T @ x
         d.reg_xty = d.reg_xty * gamma**m + (w * obs[:, 2]) @ x
         d.reg_n = d.reg_n * gamma**m + float(w.sum())
