@@ -103,6 +103,15 @@ class GovernorConfig:
     clock jump, a GC or swap pause, a first-time shape warming up. Eight such steps in a
     row are credited (the machine did get slower)."""
 
+    prefill_aware: bool = True
+    """Steps that also compute a prompt chunk get their own latency cells and their own
+    K. Next to a chunk a step can be compute-bound, so a verified draft costs more than
+    in a decode-only step (or, memory-bound, less), and the best K differs. Such a step's K
+    is chosen against the decode-only goodput of its bucket (tokens minus their time at
+    that rate, as the simulator's oracle scores it) and leaves the decode-only K, its
+    epoch and its switch count alone. False: one K per bucket, and a step with a chunk
+    teaches the decode cells only its decode share."""
+
     seed: int | None = 0
     """Seed of the Thompson sampler's random generator; None draws one from the OS."""
 
@@ -129,6 +138,8 @@ class GovernorConfig:
         _int(self.regression_refresh, "regression_refresh", 1, 1_000_000)
         _float(self.max_step_s, "max_step_s", 1e-6, 1e6)
         _float(self.outlier_factor, "outlier_factor", 1.5, 1e9)
+        if not isinstance(self.prefill_aware, bool):
+            raise ConfigError(f"`prefill_aware` must be true or false, got {self.prefill_aware!r}.")
         if self.seed is not None:
             _int(self.seed, "seed", 0, 2**63 - 1)
 

@@ -8,6 +8,10 @@ Per drafter class it keeps
 Each step it draws acceptance and step times from the posterior, scores goodput
 G(K) = B * E(K) / t(bucket, K) for every K, discounts deep K near a full KV cache,
 gives the current K a relative bonus (the switching cost) and picks the best.
+
+A step that also computes a prompt chunk has cells of its own (its time less the
+chunk's price) and its own K: B * E(K) - G* * t_mixed(K), with G* the best decode-only
+goodput drawn for the bucket, as the simulator's oracle scores such a step.
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ class BanditGovernor:
         self.observations = 0
         self.switches = 0
         self.outliers = 0
+        self.mixed_steps = 0
         self._outliers_in_a_row = 0
         self.k_counts = np.zeros(k_max + 1, dtype=np.int64)
         self._cell_prior_mean = np.zeros((nb, k_max + 1))
@@ -118,6 +123,8 @@ class BanditGovernor:
         bucket = self._debounced_bucket(bucket_with_hysteresis(cfg.bucket_edges, batch, self.prev_bucket,
                                                                cfg.bucket_hysteresis))
         kv_pressed = context.kv_usage > cfg.kv_pressure_threshold and cfg.kv_pressure_weight > 0
+        if context.prefill_tokens and cfg.prefill_aware and self.prev_k >= 0 and not self._scale_pending:
+            return self._select_mixed(context, bucket, kv_pressed)
         same_bucket = bucket == self.prev_bucket
         if same_bucket and self._held < self._epoch - 1 and not kv_pressed:
             # Within a decision epoch: keep K, so that one sampled advantage becomes
@@ -129,8 +136,7 @@ class BanditGovernor:
         scale = batch / self._batch_ratio(batch, bucket)
         scores = self._sample_tokens_per_s(bucket) * scale
         if kv_pressed:
-            excess = (context.kv_usage - cfg.kv_pressure_threshold) / (1.0 - cfg.kv_pressure_threshold)
-            scores *= np.exp(-cfg.kv_pressure_weight * excess * np.arange(cfg.k_max + 1) / cfg.k_max)
+            scores *= self._kv_factor(context.kv_usage)
         if self.prev_k >= 0:
             scores[self.prev_k] *= 1.0 + cfg.switch_penalty
         k = int(np.argmax(scores))
@@ -143,6 +149,38 @@ class BanditGovernor:
         elif self._epoch < cfg.max_decision_interval and self._prob_current_best(bucket, scale) >= cfg.settle_confidence:
             self._epoch = min(2 * self._epoch, cfg.max_decision_interval)
         self.prev_k, self.prev_bucket = k, bucket
+        self.k_counts[k] += 1
+        return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=tuple(scores.tolist()))
+
+    def _kv_factor(self, kv_usage: float) -> np.ndarray:
+        """Per-K goodput factor near a full cache: deep K reserves lookahead slots."""
+        cfg = self.config
+        excess = (kv_usage - cfg.kv_pressure_threshold) / (1.0 - cfg.kv_pressure_threshold)
+        return np.exp(-cfg.kv_pressure_weight * excess * np.arange(cfg.k_max + 1) / cfg.k_max)
+
+    def _select_mixed(self, context: StepContext, bucket: int, kv_pressed: bool) -> Decision:
+        """K for a step whose drafts are verified next to a prompt chunk.
+
+        The chunk's time is the same whatever K is, so goodput of the whole step would
+        make drafts look cheap. Instead each K is scored by its tokens less what its
+        time would have earned at the bucket's best decode-only goodput (drawn, like
+        everything else, from the posterior). The decode-only K, epoch and switch count
+        are left as they are: the next decode step goes on where it was.
+        """
+        cfg, batch = self.config, context.num_decoding
+        self.mixed_steps += 1
+        ratio = self._batch_ratio(batch, bucket)
+        tokens, t_decode = self._sample_tokens_and_times(bucket)
+        tokens = tokens * batch
+        if kv_pressed:
+            tokens = tokens * self._kv_factor(context.kv_usage)
+        rate = float(np.max(tokens / (t_decode * ratio)))
+        mn, kn = self._mix_m[bucket], self._mix_k[bucket]
+        sigma2 = self._mix_b[bucket] / gamma_variates(self._rng, self._mix_a[bucket])
+        t_mixed = np.maximum(mn + np.sqrt(sigma2 / kn) * self._rng.standard_normal(cfg.k_max + 1), _MIN_STEP_S)
+        scores = tokens - rate * t_mixed * ratio
+        scores[self.prev_k] += cfg.switch_penalty * tokens[self.prev_k]
+        k = int(np.argmax(scores))
         self.k_counts[k] += 1
         return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=tuple(scores.tolist()))
 
@@ -219,7 +257,7 @@ class BanditGovernor:
         prefill = outcome.prefill_tokens
         if t >= _MIN_OBSERVED_STEP_S and self._is_outlier(bucket, k, decision.num_decoding, t, prefill):
             t = 0.0  # credited to nothing: neither the cell nor the prefill price
-        weight = 1.0
+        weight, mixed_cell = 1.0, False
         if prefill and t >= _MIN_OBSERVED_STEP_S and not self._scale_pending:
             # Price a prefill token from what such steps take beyond the cell's decode-only time.
             decode_s = float(self._post_m[bucket, k]) * self._batch_ratio(decision.num_decoding, bucket, k)
@@ -232,7 +270,16 @@ class BanditGovernor:
             # tells little about K, and crediting it fully biased cells toward slow steps.
             weight = min(1.0, (decode_s / t) ** 2)
             t = max(t - self._prefill_price * prefill, _PREFILL_FLOOR * decode_s)
-        if t >= _MIN_OBSERVED_STEP_S:  # shorter is a broken clock, not a step
+            if cfg.prefill_aware:
+                # Such steps have cells of their own; the decode cells keep decode-only steps.
+                mixed_cell = True
+                t_cell = t / self._batch_ratio(decision.num_decoding, bucket, k)
+                data.mix_n[bucket, k] = data.mix_n[bucket, k] * gamma + 1.0
+                data.mix_sum[bucket, k] = data.mix_sum[bucket, k] * gamma + t_cell
+                data.mix_sumsq[bucket, k] = data.mix_sumsq[bucket, k] * gamma + t_cell * t_cell
+                self._update_mixed_posterior(bucket, k)
+                self._pending.append((float(decision.num_decoding), k, t, weight))
+        if t >= _MIN_OBSERVED_STEP_S and not mixed_cell:  # shorter is a broken clock, not a step
             # Each cell is an exponentially weighted window over its own observations;
             # cells not played keep their estimate (the regression, discounted on every
             # step, carries drift to them through their prior mean).
@@ -259,7 +306,10 @@ class BanditGovernor:
         n = self.data.cell_n[bucket, k] + self._prior_stats.cell_n[bucket, k]
         if n < _OUTLIER_MIN_N or (prefill and self._prefill_price <= 0.0):
             return False
-        expected = self._post_m[bucket, k] * self._batch_ratio(batch, bucket, k) + self._prefill_price * prefill
+        cell_m = self._post_m[bucket, k]
+        if prefill and self.config.prefill_aware and self.data.mix_n[bucket, k] + self._prior_stats.mix_n[bucket, k] >= _OUTLIER_MIN_N:
+            cell_m = self._mix_m[bucket, k]
+        expected = cell_m * self._batch_ratio(batch, bucket, k) + self._prefill_price * prefill
         if t <= self.config.outlier_factor * expected:
             self._outliers_in_a_row = 0
             return False
@@ -288,7 +338,12 @@ class BanditGovernor:
 
     def _sample_tokens_per_s(self, bucket: int, draws: int | None = None) -> np.ndarray:
         """Thompson draws of E(K) / t(bucket, K) for K = 0..K_max: one (shape [K+1]) or
-        ``draws`` of them (shape [draws, K+1]).
+        ``draws`` of them (shape [draws, K+1])."""
+        tokens, t = self._sample_tokens_and_times(bucket, draws)
+        return tokens / t
+
+    def _sample_tokens_and_times(self, bucket: int, draws: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Thompson draws of E(K) and of the decode-only t(bucket, K), K = 0..K_max.
 
         All gamma variates come from one call (a Beta draw is G_a / (G_a + G_b)), which
         keeps the per-step cost near the numpy call overhead.
@@ -302,7 +357,7 @@ class BanditGovernor:
         tokens = np.concatenate((one, 1.0 + np.cumsum(np.cumprod(alpha, axis=-1), axis=-1)), axis=-1)
         mn = self._post_m[bucket]
         t = mn + np.sqrt(self._post_b[bucket] / (g[..., 2 * km :] * self._post_k[bucket])) * rng.standard_normal(lead + (km + 1,))
-        return tokens / np.maximum(t, _MIN_STEP_S)
+        return tokens, np.maximum(t, _MIN_STEP_S)
 
     def _prob_current_best(self, bucket: int, scale, draws: int = 32) -> float:
         """Share of ``draws`` posterior draws in which the current K (with its switching bonus) wins.
@@ -319,6 +374,32 @@ class BanditGovernor:
         self._acc_a = 1.0 + p.acc_successes + d.acc_successes
         self._acc_b = 1.0 + p.acc_failures + d.acc_failures
         self._post_m, self._post_k, self._post_a, self._post_b = (np.array(v, dtype=float) for v in self.latency_params())
+        self._mix_m, self._mix_k, self._mix_a, self._mix_b = (np.array(v, dtype=float) for v in self.mixed_latency_params())
+
+    def mixed_latency_params(self, bucket: int | slice = slice(None)):
+        """Posterior (m, k, a, b) of the step time less the chunk's price, per (bucket, K), of
+        steps that also compute a prompt chunk. Its prior mean is the decode-only cell's
+        posterior mean (a chunk adds only its price), which the data then correct."""
+        p, d = self._prior_stats, self.data
+        m0 = self._post_m[bucket]
+        b0 = _NOISE_SHAPE * (self.config.latency_cv * m0) ** 2
+        return nig.posterior(
+            m0, self.config.cell_prior_count, _NOISE_SHAPE, b0,
+            p.mix_n[bucket] + d.mix_n[bucket], p.mix_sum[bucket] + d.mix_sum[bucket],
+            p.mix_sumsq[bucket] + d.mix_sumsq[bucket],
+        )
+
+    def _update_mixed_posterior(self, bucket: int, k: int) -> None:
+        """Recompute one mixed cell's cached posterior (scalar arithmetic)."""
+        p, d = self._prior_stats, self.data
+        m0 = float(self._post_m[bucket, k])
+        n = float(p.mix_n[bucket, k] + d.mix_n[bucket, k])
+        s = float(p.mix_sum[bucket, k] + d.mix_sum[bucket, k])
+        ss = float(p.mix_sumsq[bucket, k] + d.mix_sumsq[bucket, k])
+        b0 = _NOISE_SHAPE * (self.config.latency_cv * m0) ** 2
+        mn, kn, an, bn = nig.posterior_scalar(m0, self.config.cell_prior_count, _NOISE_SHAPE, b0, n, s, ss)
+        self._mix_m[bucket, k], self._mix_k[bucket, k] = mn, kn
+        self._mix_a[bucket, k], self._mix_b[bucket, k] = an, bn
 
     def _update_cell_posterior(self, bucket: int, k: int) -> None:
         """Recompute one cell's cached posterior (scalar arithmetic: this runs every step)."""
@@ -331,6 +412,7 @@ class BanditGovernor:
         mn, kn, an, bn = nig.posterior_scalar(m0, self.config.cell_prior_count, _NOISE_SHAPE, b0, n, s, ss)
         self._post_m[bucket, k], self._post_k[bucket, k] = mn, kn
         self._post_a[bucket, k], self._post_b[bucket, k] = an, bn
+        self._update_mixed_posterior(bucket, k)  # its prior mean is this cell's mean
 
     def mean_goodput(self) -> np.ndarray:
         """Posterior-mean goodput (tokens/s) per (bucket, K) at each bucket's representative B."""
@@ -421,7 +503,7 @@ class BanditGovernor:
 
     def counters(self) -> dict:
         return {"steps": self.steps, "observations": self.observations, "switches": self.switches,
-                "k_counts": self.k_counts.tolist()}
+                "mixed_steps": self.mixed_steps, "k_counts": self.k_counts.tolist()}
 
     # ---- state (for snapshots) -------------------------------------------------------
 
@@ -460,6 +542,7 @@ class BanditGovernor:
         self._candidate_bucket, self._candidate_steps = int(state["candidate_bucket"]), int(state["candidate_steps"])
         self.steps, self.observations = int(state["steps"]), int(state["observations"])
         self.switches = int(state["switches"])
+        self.mixed_steps = int(state.get("mixed_steps", 0))
         self.k_counts = np.array(state["k_counts"], dtype=np.int64)
         self._pending.clear()
         self._update_posterior_cache()

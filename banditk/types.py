@@ -48,6 +48,10 @@ class StepContext:
         queue_len: requests waiting to be scheduled.
         num_scheduled: every request scheduled this step, prefills included
             (only vLLM's table baseline uses it). Defaults to ``num_decoding``.
+        prefill_tokens: prompt tokens expected in the step that verifies this
+            decision's drafts (0: a decode-only step). The simulator verifies in the
+            same step and knows it; vLLM verifies a step later and the adapter
+            predicts it from the prefills already under way or waiting.
     """
 
     num_decoding: int
@@ -56,9 +60,11 @@ class StepContext:
     kv_usage: float = 0.0
     queue_len: int = 0
     num_scheduled: int = -1
+    prefill_tokens: int = 0
 
     def __post_init__(self) -> None:
         _check_int(self.num_decoding, "num_decoding", 0, None, InvalidContextError)
+        _check_int(self.prefill_tokens, "prefill_tokens", 0, None, InvalidContextError)
         _check_int(self.k_max, "k_max", 0, 64, InvalidContextError)
         _check_int(self.queue_len, "queue_len", 0, None, InvalidContextError)
         check_drafter_class(self.drafter_class)

@@ -54,6 +54,11 @@ ROWS = [
     ("eagle-mistral-medium3.5", "eagle", "mistral-medium-3.5-int4", 5, [0.78, 0.66, 0.56, 0.48, 0.41], BOXES),
     ("dflash-laguna-s2.1", "dflash", "laguna-s-2.1", 6, [0.82, 0.72, 0.63, 0.55, 0.48, 0.42], BOXES),
 ]
+#: Rows whose weights leave no KV cache at the simulator's default 90% memory utilisation:
+#: the operator raises vLLM's --gpu-memory-utilization to this. Step-3.7-Flash in 4 bits
+#: (106 GB) on Strix Halo (112 GB) keeps 3.7 GB of KV cache at 0.98 (~27k tokens), so at
+#: concurrency 48 the cache is nearly full and the KV-pressure term is exercised.
+MEMORY_UTILIZATION = {("mtp-step-step3.7-flash", "strix-halo"): 0.98}
 TRACE_PHASES = (1, 2, 4, 8, 16, 32, 64)
 EVAL_PHASES = ((0, 2), (6000, 12), (13000, 48))  # (at step, concurrency) over 20,000 steps
 
@@ -61,9 +66,14 @@ EVAL_PHASES = ((0, 2), (6000, 12), (13000, 48))  # (at step, concurrency) over 2
 def scenario(row, hardware: str, steps: int, phases, seed: int) -> dict:
     name, cls, model, k_max, acc, _ = row
     first = phases[0][1]
+    workload = {"concurrency": first, "prompt_tokens": 512, "output_tokens": 256}
+    if (name, hardware) in MEMORY_UTILIZATION:
+        from banditk.sim.engine import kv_capacity_tokens
+
+        workload["kv_capacity_tokens"] = kv_capacity_tokens(model, hardware, 512 + 256, MEMORY_UTILIZATION[name, hardware])
     return {"name": f"{name}-{hardware}", "hardware": hardware, "model": model,
             "drafter": {"class": cls, "k_max": k_max, "acceptance": acc, "request_dispersion": 20.0},
-            "workload": {"concurrency": first, "prompt_tokens": 512, "output_tokens": 256},
+            "workload": workload,
             "phases": [{"at_step": at, "workload": {"concurrency": c}} for at, c in phases[1:]],
             "steps": steps, "seed": seed}
 

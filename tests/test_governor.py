@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from banditk.config import GovernorConfig
-from banditk.errors import DrafterClassMismatchError, InvalidContextError, InvalidDecisionError, InvalidOutcomeError
+from banditk.errors import ConfigError, DrafterClassMismatchError, InvalidContextError, InvalidDecisionError, InvalidOutcomeError
 from banditk.governor import BanditGovernor
 from banditk.synthetic import SyntheticTruth
 from banditk.types import Decision, StepContext, StepOutcome
@@ -174,6 +174,44 @@ def test_steps_dominated_by_a_prefill_chunk_do_not_bias_the_decode_cells(truth):
     np.testing.assert_allclose(mean[played], truth.mean_step_s(batch)[played], rtol=0.1)
     assert abs(g._prefill_price - 2e-3) < 2e-4
     assert g.prev_k == truth.best_k(batch)
+
+
+def _mixed_stream(g, truth, steps, seed, batch=8, chunk=1000, per_draft_s=6e-4):
+    """Every 4th step also computes a ``chunk``-token prompt (0.2 ms a token) and, being
+    compute-bound, pays ``per_draft_s`` per verified draft; returns (K, mixed?) per step."""
+    rng = np.random.default_rng(seed)
+    ks, mixed = np.empty(steps, dtype=int), np.arange(steps) % 4 == 3
+    for i in range(steps):
+        d = g.select(StepContext(batch, 4, "mtp", prefill_tokens=chunk if mixed[i] else 0))
+        out = truth.outcome(rng, d, batch)
+        if mixed[i]:
+            t = (truth.mean_step_s(batch)[d.k] + per_draft_s * batch * d.k + 2e-4 * chunk) * np.exp(rng.normal(0, 0.03))
+            out = StepOutcome(out.drafted, out.accepted, float(t), prefill_tokens=chunk)
+        g.observe(d, out)
+        ks[i] = d.k
+    return ks, mixed
+
+
+def test_steps_next_to_a_prompt_chunk_get_their_own_k(truth):
+    # Decode-only steps are best at K=2. Next to the chunk each draft costs 0.6 ms more, so
+    # there K=1 earns the most tokens for its time at the decode-only goodput (the oracle's
+    # score): 9% more than K=2. The decode-only K keeps its epochs: few switches.
+    assert truth.best_k(8) == 2
+    g = gov(seed=3)
+    ks, mixed = _mixed_stream(g, truth, 6000, seed=3)
+    late = slice(3000, None)
+    assert np.mean(ks[late][~mixed[late]] == 2) >= 0.95
+    assert np.mean(ks[late][mixed[late]] == 1) >= 0.9
+    assert g.switches < 40 and g.mixed_steps == mixed.sum()
+    # Without it, a step with a chunk gets the bucket's K.
+    g = gov(seed=3, prefill_aware=False)
+    ks, mixed = _mixed_stream(g, truth, 6000, seed=3)
+    assert np.mean(ks[late][mixed[late]] == 1) < 0.2
+
+
+def test_prefill_aware_must_be_a_bool():
+    with pytest.raises(ConfigError, match="`prefill_aware` must be true or false, got 1"):
+        gov(prefill_aware=1)
 
 
 def test_context_of_another_class_is_refused():

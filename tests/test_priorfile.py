@@ -14,6 +14,7 @@ from banditk.priorfile import (
     prior_to_dict, read_json, save_prior, save_snapshot, snapshot_dict,
 )
 from banditk.synthetic import SyntheticTruth
+from banditk.types import StepContext, StepOutcome
 
 from banditk.testing.streams import run_stream, trained_governor
 
@@ -109,6 +110,23 @@ def test_prior_file_round_trip(tmp_path):
     assert json.dumps(prior_to_dict(again)) == json.dumps(prior_to_dict(prior))
 
 
+def test_cells_of_steps_with_a_prompt_chunk_travel_and_old_files_still_load(tmp_path):
+    g = trained(seed=7, steps=200)
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        d = g.select(StepContext(8, 4, "mtp", prefill_tokens=512))
+        out = SyntheticTruth().outcome(rng, d, 8)
+        g.observe(d, StepOutcome(out.drafted, out.accepted, out.step_duration_s + 0.1, prefill_tokens=512))
+    assert g.data.mix_n.sum() > 10
+    save_prior(tmp_path / "p.json", prior_from_snapshot(snapshot_dict(g)))
+    again = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4), load_prior(tmp_path / "p.json"))
+    np.testing.assert_allclose(again._prior_stats.mix_n, np.minimum(g.data.mix_n, again.prior.strength_cap))
+    doc = read_json(tmp_path / "p.json")
+    del doc["stats"]["mixed_cells"]  # as written before those cells existed
+    old = load_prior(write(tmp_path, doc, "old.json"))
+    assert old.stats.mix_n.sum() == 0 and old.stats.cell_n.sum() > 0
+
+
 # ---- bad input --------------------------------------------------------------------------
 
 @pytest.fixture
@@ -152,6 +170,7 @@ def test_prior_with_smaller_k_max_or_other_edges_is_refused(tmp_path, prior_doc)
     (lambda d: d["stats"]["cells"].pop("n"), r"`stats.cells.n` is missing"),
     (lambda d: d["stats"].update(cells="x"), r"`stats.cells` must be a JSON object, got str"),
     (lambda d: d.update(strength_cap=-1), r"`strength_cap` must be a positive number, got -1"),
+    (lambda d: d["stats"]["mixed_cells"].update(n=[1]), r"`stats.mixed_cells.n` must have shape \[16, 5\]"),
     (lambda d: d["latency_model"].update(weights=[1, 2]), r"`latency_model.weights` must be 4 finite numbers"),
 ])
 def test_malformed_priors_name_the_field(tmp_path, prior_doc, mutate, pattern):

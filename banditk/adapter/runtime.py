@@ -150,7 +150,8 @@ class GovernorRuntime:
         t0 = time.perf_counter()
         try:
             ctx = StepContext(num_decoding=num_decoding, k_max=self.k_max, drafter_class=self.drafter_class,
-                              kv_usage=kv, queue_len=queue, num_scheduled=len(scheduler_output.num_scheduled_tokens))
+                              kv_usage=kv, queue_len=queue, num_scheduled=len(scheduler_output.num_scheduled_tokens),
+                              prefill_tokens=vllm_compat.next_step_prefill_tokens(scheduler, scheduler_output))
             decision = self.policy.select(ctx)
         except Exception as e:
             self._error("select", e)

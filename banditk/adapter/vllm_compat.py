@@ -223,6 +223,28 @@ def decoding_request_ids(scheduler: Any, scheduler_output: Any) -> list[str]:
     return out
 
 
+def next_step_prefill_tokens(scheduler: Any, scheduler_output: Any) -> int:
+    """Prompt tokens the next step will likely compute: the rest of prompts whose chunk
+    this step does not finish, and the waiting queue, within the step's token budget.
+
+    The drafts proposed after this step are verified next to them. Requests that arrive
+    in between are not known yet, so this is a lower bound. Call before
+    ``_update_after_schedule``; returns 0 where the scheduler's shape is not the expected one.
+    """
+    try:
+        requests = scheduler.requests
+        left = 0
+        for req_id, n in scheduler_output.num_scheduled_tokens.items():
+            req = requests.get(req_id)
+            if req is not None and req.num_computed_tokens + n < req.num_prompt_tokens:
+                left += req.num_prompt_tokens - req.num_computed_tokens - n
+        for req in scheduler.waiting:
+            left += max(int(req.num_tokens) - int(req.num_computed_tokens), 0)
+        return int(min(left, int(scheduler.max_num_scheduled_tokens)))
+    except Exception:
+        return 0
+
+
 def kv_usage(scheduler: Any) -> float:
     try:
         return min(max(float(scheduler.kv_cache_manager.usage), 0.0), 1.0)

@@ -2,7 +2,8 @@
 
 ``nospec`` runs no drafter at all; ``fixed:K`` is vLLM's own static K; ``table:SPEC`` is
 vLLM's own batch-size table; ``bandit`` is banditk through its plugin (one flag), with
-``bandit+prior`` starting from a prior file.
+``bandit+prior`` starting from a prior file; ``random`` draws every K at random, to record
+telemetry a prior is fitted from.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def speculative_config(policy: str, *, draft: str, k_max: int, method: str = "dr
         return {**base, "num_speculative_tokens": k}
     if policy.startswith("table:"):
         return {**base, "num_speculative_tokens_per_batch_size": json.loads(policy.split(":", 1)[1])}
+    if policy == "random":
+        # Every K at random (banditk's exploration policy): telemetry for fitting a prior.
+        gc = {"seed": seed}
+        if work_dir is not None:
+            gc["telemetry_log"] = str(work_dir / "telemetry.jsonl")
+        return {**base, "governor": "random", "governor_config": gc}
     if policy in ("bandit", "bandit+prior"):
         gc: dict = {"seed": seed, "state_log_interval_s": 10}
         if work_dir is not None:
@@ -45,4 +52,4 @@ def speculative_config(policy: str, *, draft: str, k_max: int, method: str = "dr
                 raise ConfigError("live policy 'bandit+prior' needs a prior file.")
             gc["prior"] = str(prior)
         return {**base, "governor": "bandit", "governor_config": gc}
-    raise ConfigError(f"Unknown live policy {policy!r}; expected nospec, fixed:K, table:[[lo,hi,K],...], bandit, bandit+prior.")
+    raise ConfigError(f"Unknown live policy {policy!r}; expected nospec, fixed:K, table:[[lo,hi,K],...], bandit, bandit+prior, random.")

@@ -89,22 +89,28 @@ def _kv_bytes_per_token(model, request_tokens: int) -> float:
     return model.kv_bytes_per_token + swa
 
 
-def default_kv_capacity(scn: Scenario) -> int:
-    """Tokens of KV cache left after weights at 90% memory utilisation.
+def kv_capacity_tokens(model_name: str, hardware_name: str, request_tokens: int, utilization: float = 0.9) -> int:
+    """Tokens of KV cache left after the weights at ``utilization`` of the box's memory.
 
-    Sliding-window layers are counted at their window (per request of the
-    scenario's prompt + output length).
+    Sliding-window layers are counted at their window (per request of
+    ``request_tokens`` tokens). Raises :class:`ValueError` where nothing is left.
     """
-    hw, m = get_hardware(scn.hardware), get_model(scn.model)
+    hw, m = get_hardware(hardware_name), get_model(model_name)
     weights = m.total_params * m.bytes_per_param + m.lm_head_params * m.lm_head_bytes_per_param * 2
-    free = 0.9 * hw.memory_bytes - weights
+    free = utilization * hw.memory_bytes - weights
     if free <= 0:
-        raise ScenarioError(
-            f"{scn.name}: `model`={scn.model!r} ({weights / 1e9:.0f} GB of weights) does not fit `hardware`="
-            f"{scn.hardware!r} ({hw.memory_bytes / 1e9:.0f} GB); set `workload.kv_capacity_tokens`."
-        )
+        raise ValueError(f"`model`={model_name!r} ({weights / 1e9:.0f} GB of weights) does not fit `hardware`="
+                         f"{hardware_name!r} ({hw.memory_bytes / 1e9:.0f} GB) at memory utilization {utilization}")
+    return int(free / max(_kv_bytes_per_token(m, request_tokens), 1.0))
+
+
+def default_kv_capacity(scn: Scenario) -> int:
+    """Tokens of KV cache left after weights at 90% memory utilisation (vLLM's default)."""
     req = (scn.workload.get("prompt_tokens") or 0) + (scn.workload.get("output_tokens") or 0)
-    return int(free / max(_kv_bytes_per_token(m, req), 1.0))
+    try:
+        return kv_capacity_tokens(scn.model, scn.hardware, req)
+    except ValueError as e:
+        raise ScenarioError(f"{scn.name}: {e}; set `workload.kv_capacity_tokens`.") from None
 
 
 class Simulator:
@@ -313,7 +319,8 @@ class Simulator:
             if self._is_oracle:
                 self.policy.next_k = k_star
             ctx = StepContext(num_decoding=n_dec, k_max=k_max, drafter_class=self.scn.drafter_class,
-                              kv_usage=min(1.0, used / self.kv_cap), queue_len=queue, num_scheduled=n_sched)
+                              kv_usage=min(1.0, used / self.kv_cap), queue_len=queue, num_scheduled=n_sched,
+                              prefill_tokens=int(chunks.sum()))
             decision = self.policy.select(ctx)
             k = int(decision.k)
             if not 0 <= k <= k_max:

@@ -45,6 +45,7 @@ class FakeScheduler:
         self.requests = {}
         self.waiting = []
         self.kv_cache_manager = SimpleNamespace(usage=0.25)
+        self.max_num_scheduled_tokens = 2048
 
     def has_unfinished_requests(self):
         return bool(self.requests)
@@ -108,7 +109,7 @@ def test_one_call_per_decoding_step_and_credit_one_step_later():
 
 
 def test_finished_requests_are_not_credited():
-    pol = RecordingPolicy([2, 2])
+    pol = RecordingPolicy([2, 2, 2])
     rt = make_runtime(pol)
     sch = FakeScheduler()
     sch.add("a", 4, 4)
@@ -253,3 +254,22 @@ def test_slow_call_budget_must_be_positive():
 
     with pytest.raises(ConfigError, match="slow_call_ms"):
         parse_settings("bandit", {"slow_call_ms": 0})
+
+
+def test_the_governor_is_told_the_prompt_tokens_its_drafts_will_be_verified_next_to():
+    # Step 1: "a" decodes while "p" computes the first 256 of its 600 prompt tokens and
+    # "w" (100 tokens) waits: the next step, which verifies this step's drafts, computes
+    # about 344 + 100 prompt tokens. Step 2: nothing is left to prefill.
+    pol = RecordingPolicy([2, 2, 2])
+    rt = make_runtime(pol)
+    sched = FakeScheduler()
+    sched.add("a", prompt=8, computed=20)
+    sched.add("p", prompt=600, computed=0)
+    sched.waiting = [SimpleNamespace(num_tokens=100, num_computed_tokens=0)]
+    step(rt, sched, FakeOutput({"a": 1, "p": 256}))
+    sched.max_num_scheduled_tokens = 400
+    step(rt, sched, FakeOutput({"a": 1, "p": 256}))  # the same, within a smaller budget
+    sched.waiting = []
+    sched.requests["p"].num_computed_tokens = 256
+    step(rt, sched, FakeOutput({"a": 1, "p": 344}))
+    assert [c.prefill_tokens for c in pol.contexts] == [444, 400, 0]
