@@ -270,8 +270,9 @@ class BanditGovernor:
             # tells little about K, and crediting it fully biased cells toward slow steps.
             weight = min(1.0, (decode_s / t) ** 2)
             t = max(t - self._prefill_price * prefill, _PREFILL_FLOOR * decode_s)
-            if cfg.prefill_aware:
+            if cfg.prefill_aware and self._prefill_price > 0.0:
                 # Such steps have cells of their own; the decode cells keep decode-only steps.
+                # (Until a prompt token has a price the remainder is not a decode time.)
                 mixed_cell = True
                 t_cell = t / self._batch_ratio(decision.num_decoding, bucket, k)
                 data.mix_n[bucket, k] = data.mix_n[bucket, k] * gamma + 1.0

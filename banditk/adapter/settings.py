@@ -63,7 +63,7 @@ ADAPTER_KEYS = frozenset(
 )
 
 _FIXED = re.compile(r"^fixed(:\d+)?$")
-_SIMPLE = frozenset({"bandit", "nospec", "ucb", "off"})
+_SIMPLE = frozenset({"bandit", "nospec", "ucb", "random", "off"})
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,8 @@ class AdapterSettings:
     Attributes:
         governor: policy spec: ``"bandit"``, ``"ucb"``, ``"nospec"``, ``"fixed"``
             (= K_max), ``"fixed:K"``, ``"table:[[lo,hi,K],...]"``, ``"peer:NAME"`` (a baseline
-            from another engine, see :func:`banditk.policies.make_policy`), or ``"off"``.
+            from another engine, see :func:`banditk.policies.make_policy`), ``"random"``
+            (every K at random: telemetry to fit a prior from), or ``"off"``.
         governor_config: hyperparameters for :class:`banditk.governor.GovernorConfig`.
         prior: path of a prior/snapshot file to start from, or None.
         snapshot_path: where to write the live posterior, or None.
@@ -240,7 +241,7 @@ def _check_governor(value: Any) -> str:
         return v
     raise ConfigError(
         f"speculative_config.governor={value!r} is not a policy; expected one of "
-        "'bandit', 'ucb', 'nospec', 'fixed', 'fixed:K', 'table:[[lo,hi,K],...]', 'peer:NAME', 'off'."
+        "'bandit', 'ucb', 'nospec', 'fixed', 'fixed:K', 'table:[[lo,hi,K],...]', 'peer:NAME', 'random', 'off'."
     )
 
 
