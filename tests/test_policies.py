@@ -96,3 +96,10 @@ def test_ucb_finds_the_best_k_on_a_stationary_stream():
     truth = SyntheticTruth()
     ks = run_stream(make_policy("ucb", k_max=4, drafter_class="mtp"), truth, [128] * 3000, seed=0)
     assert np.bincount(ks[-1000:], minlength=5).argmax() == truth.best_k(128)
+
+
+def test_random_policy_hold_must_be_a_positive_integer():
+    from banditk.policies.explore import RandomKPolicy
+
+    with pytest.raises(ConfigError, match="`hold` must be an integer >= 1, got 0"):
+        RandomKPolicy(k_max=3, hold=0)

@@ -7,7 +7,8 @@ One call of :meth:`Simulator.step` is one vLLM scheduler step:
 2. decoding requests are scheduled first, then prefill chunks from the queue
    within ``max_num_batched_tokens`` and the free KV cache;
 3. the policy is asked for K (prefill-only steps ask nothing), each decoding
-   request reserves ``1 + K`` lookahead slots, and the newest requests are
+   request reserves ``1 + K_max`` slots (``1 + K`` for a static K, as vLLM reserves
+   lookahead for ``num_speculative_tokens``), and the newest requests are
    preempted (recompute) while the cache overflows;
 4. the step takes its roofline time (:mod:`banditk.sim.step_time`) times
    log-normal noise; drafts are verified in the same step; the policy observes
@@ -135,6 +136,7 @@ class Simulator:
         hw, m = get_hardware(scenario.hardware), get_model(scenario.model)
         piecewise = dynamic and scenario.dynamic_cudagraph == "PIECEWISE"
         self.cost = StepCostModel(hw, m, scenario.drafter_class, scenario.k_max, dynamic=piecewise)
+        self.dynamic = bool(dynamic)
         self.wl = dict(scenario.workload)
         self.mu = np.array(scenario.acceptance, dtype=float)
         self.disp = scenario.request_dispersion
@@ -327,8 +329,10 @@ class Simulator:
                 raise SimulationError(f"policy {self.policy.name!r} chose `k`={k}, outside [0, {k_max}].")
             if not self.spec:
                 k = 0
-            # Lookahead slots; preempt the newest while the cache overflows.
-            while used + n_dec * (1 + k) + int(chunks.sum()) > self.kv_cap:
+            # Lookahead slots; preempt the newest while the cache overflows. vLLM reserves
+            # them for num_speculative_tokens: K_max in dynamic mode whatever K is drafted.
+            lookahead = (k_max if self.dynamic else k) if self.spec else 0
+            while used + n_dec * (1 + lookahead) + int(chunks.sum()) > self.kv_cap:
                 if not self._preempt_one():
                     break
                 preempted += 1
