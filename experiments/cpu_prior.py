@@ -8,9 +8,11 @@
 2. Fits it with `banditk fit --hardware cpu-2core` into
    priors/draft_model-cyclic-4x1024-cpu-2core.json (Pyro; forced only if the diagnostics
    refuse, and then said so).
-3. Runs the regret check of EVALUATION.md on the simulator profile calibrated against the
-   live sweep (`cpu-2core-live`, `cyclic-4x1024-v512`): bandit with a flat prior against
-   bandit with this prior over 20,000 steps at concurrency 1 -> 4 -> 16, 3 seeds.
+3. Calibrates the simulator's CPU profile on the same telemetry (`cpu-2core-this-run`,
+   sim_vs_real.py's fit) and runs the regret check of EVALUATION.md there: bandit with a
+   flat prior against bandit with this prior over 20,000 steps at concurrency 1 -> 4 -> 16,
+   3 seeds. It also runs the prior on the profile calibrated on the live sweep, an earlier
+   session's machine (`cpu-2core-live`): what a prior from another machine costs.
 
 Writes results/priors/cpu/report.json and regret_curve.png. Nothing else may run on the
 machine meanwhile: the prior's step times are this machine's.
@@ -40,7 +42,9 @@ K_MAX = 3
 #: Conditional acceptance per position measured in the live sweep (agreement 0.8).
 ACCEPTANCE = [0.75, 0.79, 0.84]
 EVAL_PHASES = ((0, 1), (6000, 4), (13000, 16))  # (at step, concurrency) over 20,000 steps
-PROFILE = "cpu-2core-live"
+PROFILE = "cpu-2core-this-run"
+EARLIER_PROFILE = "cpu-2core-live"
+INPUT_LEN, OUTPUT_LEN = 128, 64
 
 
 def record(work: Path) -> Path:
@@ -67,36 +71,55 @@ def fit(trace: Path, out: Path, log: Path) -> dict:
     return {"fit_forced": forced, "fit_log_tail": (r.stdout + r.stderr)[-600:]}
 
 
-def register_calibrated_profile() -> float:
-    """Register ``cpu-2core-live``, fitted to the live sweep's steps by sim_vs_real.py
-    (results/sim-vs-real/report.json); return the step-time noise measured there."""
+def register_profiles(trace: Path) -> dict:
+    """Register two simulator profiles of this kind of machine and return what they are.
+
+    - ``cpu-2core-this-run``: calibrated (sim_vs_real.py's robust least squares over step
+      shapes) on the same telemetry the prior is fitted from: the machine the prior
+      describes. The regret check runs here.
+    - ``cpu-2core-live``: calibrated by sim_vs_real.py on the live sweep's governed steps
+      (results/sim-vs-real/report.json), an earlier session's machine: the prior on it
+      shows what a prior from another machine of the same kind costs.
+    """
     import dataclasses
 
+    import sim_vs_real
     from banditk.sim import hardware as hwmod
+    from banditk.trace import read_trace
 
-    calib = json.loads((ROOT / "results" / "sim-vs-real" / "report.json").read_text())
-    fitted = {k: v for k, v in calib["profile"].items() if k != "name"}
+    t = read_trace(trace)
+    steps = {c: getattr(t, c) for c in ("batch", "k", "step_s", "prefill", "acc_s", "acc_f")}
+    groups = sim_vs_real.shape_groups(steps, INPUT_LEN)
+    fitted, resid, keys = sim_vs_real.fit_profile(groups, K_MAX, INPUT_LEN + OUTPUT_LEN / 2)
+    counts = np.array([groups[k][1] for k in keys])
+    rms = float(np.exp(np.sqrt(np.average(resid**2, weights=counts))) - 1)
     hwmod.HARDWARE[PROFILE] = dataclasses.replace(hwmod.HARDWARE["cpu-2core"], name=PROFILE, **fitted)
-    return float(calib["noise_cv"])
+    noise = sim_vs_real.measured_noise_cv(steps)
+    calib = json.loads((ROOT / "results" / "sim-vs-real" / "report.json").read_text())
+    hwmod.HARDWARE[EARLIER_PROFILE] = dataclasses.replace(
+        hwmod.HARDWARE["cpu-2core"], name=EARLIER_PROFILE, **{k: v for k, v in calib["profile"].items() if k != "name"})
+    return {PROFILE: {**fitted, "noise_cv": noise, "rms_step_error": rms, "steps": int(counts.sum())},
+            EARLIER_PROFILE: {**{k: v for k, v in calib["profile"].items() if k != "name"},
+                              "noise_cv": float(calib["noise_cv"]), "source": "results/sim-vs-real/report.json"}}
 
 
-def scenario(seed: int, noise_cv: float = 0.1) -> dict:
-    return {"name": NAME, "hardware": PROFILE, "model": "cyclic-4x1024-v512",
+def scenario(seed: int, noise_cv: float = 0.1, profile: str = PROFILE) -> dict:
+    return {"name": NAME, "hardware": profile, "model": "cyclic-4x1024-v512",
             "drafter": {"class": "draft_model", "k_max": K_MAX, "acceptance": ACCEPTANCE, "request_dispersion": 20.0},
-            "workload": {"concurrency": EVAL_PHASES[0][1], "prompt_tokens": 128, "output_tokens": 64,
+            "workload": {"concurrency": EVAL_PHASES[0][1], "prompt_tokens": INPUT_LEN, "output_tokens": OUTPUT_LEN,
                          "max_num_seqs": 32},
             "phases": [{"at_step": at, "workload": {"concurrency": c}} for at, c in EVAL_PHASES[1:]],
             "noise_cv": noise_cv, "steps": 20000, "seed": seed}
 
 
-def regret_run(prior_path: Path | None, seed: int, noise_cv: float, steps: int = 20000) -> dict:
+def regret_run(prior_path: Path | None, seed: int, noise_cv: float, profile: str = PROFILE, steps: int = 20000) -> dict:
     from banditk.config import GovernorConfig
     from banditk.governor import BanditGovernor
     from banditk.priorfile import load_prior
     from banditk.sim.engine import Simulator
     from banditk.sim.scenario import parse_scenario
 
-    scn = parse_scenario(scenario(seed, noise_cv))
+    scn = parse_scenario(scenario(seed, noise_cv, profile))
     prior = load_prior(prior_path, drafter_class="draft_model", k_max=K_MAX) if prior_path else None
     gov = BanditGovernor(GovernorConfig(drafter_class="draft_model", k_max=K_MAX, seed=seed), prior)
     trace, _ = Simulator(scn, gov, seed=seed, speculation=True, dynamic=True).run(steps)
@@ -125,7 +148,8 @@ def main(argv=None) -> int:
         steps = sum(1 for line in trace.read_text().splitlines() if '"k"' in line)
         shutil.copy(trace, args.out / "telemetry.jsonl")  # the fit's input, kept with its report
         report.update(trace_steps=steps, **fit(trace, prior_path, args.out / "fit.log"))
-    noise = register_calibrated_profile()
+    report["profiles"] = profiles = register_profiles(args.out / "telemetry.jsonl")
+    noise = profiles[PROFILE]["noise_cv"]
     report["scenario"] = scenario(0, noise)
     flat = [regret_run(None, s, noise) for s in range(args.seeds)]
     shipped = [regret_run(prior_path, s, noise) for s in range(args.seeds)]
@@ -135,10 +159,20 @@ def main(argv=None) -> int:
     report["regret_prior_seeds"] = [r["regret_fraction"] for r in shipped]
     report["pass_flat"] = report["regret_flat"] <= 0.03
     report["pass_prior"] = report["regret_prior"] <= 0.01
+    # The same prior on the earlier session's machine (calibrated on the live sweep).
+    en = profiles[EARLIER_PROFILE]["noise_cv"]
+    report["earlier_machine"] = {
+        "profile": EARLIER_PROFILE,
+        "regret_flat": float(np.median([regret_run(None, s, en, EARLIER_PROFILE)["regret_fraction"] for s in range(args.seeds)])),
+        "regret_prior": float(np.median([regret_run(prior_path, s, en, EARLIER_PROFILE)["regret_fraction"]
+                                         for s in range(args.seeds)])),
+    }
     report["curves"] = {"flat": flat[0]["curve"], "prior": shipped[0]["curve"]}
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     plot(report, args.out / "regret_curve.png")
-    print(f"{NAME}: regret flat {report['regret_flat']:.4f}, prior {report['regret_prior']:.4f}; wrote {args.out / 'report.json'}")
+    e = report["earlier_machine"]
+    print(f"{NAME}: regret flat {report['regret_flat']:.4f}, prior {report['regret_prior']:.4f} on {PROFILE}; "
+          f"flat {e['regret_flat']:.4f}, prior {e['regret_prior']:.4f} on {EARLIER_PROFILE}; wrote {args.out / 'report.json'}")
     return 0
 
 

@@ -92,6 +92,17 @@ def fit_profile(groups: dict, k_max: int, ctx: float):
     return fitted, resid, keys
 
 
+def measured_noise_cv(steps: dict) -> float:
+    """Step-time noise: robust spread of single steps around their shape's median
+    (decode-only shapes with at least five steps)."""
+    by_shape = defaultdict(list)
+    for b, k, t, p in zip(steps["batch"], steps["k"], steps["step_s"], steps["prefill"]):
+        if p == 0 and t > 0:
+            by_shape[(int(b), int(k))].append(math.log(t))
+    dev = np.concatenate([np.asarray(v) - np.median(v) for v in by_shape.values() if len(v) >= 5])
+    return float(min(1.4826 * np.median(np.abs(dev)), 1.0))
+
+
 def measured_acceptance(steps: dict, k_max: int) -> list[float]:
     """Conditional acceptance per position, pooled over all steps."""
     s, f = steps["acc_s"].sum(axis=0)[:k_max], steps["acc_f"].sum(axis=0)[:k_max]
@@ -179,13 +190,7 @@ def main(argv=None) -> int:
                for f in FIT_FIELDS}
     hwmod.HARDWARE[PROFILE] = dataclasses.replace(hwmod.HARDWARE["cpu-2core"], name=PROFILE, **fitted,
                                                   sources={**hwmod.HARDWARE["cpu-2core"].sources, **sources})
-    # Noise: spread of single steps around their shape's mean (decode-only shapes with data).
-    by_shape = defaultdict(list)
-    for b, k, t, p in zip(steps["batch"], steps["k"], steps["step_s"], steps["prefill"]):
-        if p == 0 and t > 0:
-            by_shape[(int(b), int(k))].append(math.log(t))
-    dev = np.concatenate([np.asarray(v) - np.median(v) for v in by_shape.values() if len(v) >= 5])
-    noise_cv = float(min(1.4826 * np.median(np.abs(dev)), 1.0))
+    noise_cv = measured_noise_cv(steps)
     acceptance = measured_acceptance(steps, setup["k_max"])
     print(f"measured acceptance per position {acceptance}, step-time noise cv {noise_cv:.3f}")
     prior = a.live / "runs" / "bandit_prior.json"

@@ -200,14 +200,14 @@ def test_steps_next_to_a_prompt_chunk_get_their_own_k(truth):
     # there K=1 earns the most tokens for its time at the decode-only goodput (the oracle's
     # score): 9% more than K=2. The decode-only K keeps its epochs: few switches.
     assert truth.best_k(8) == 2
-    g = gov(seed=3)
+    g = gov(seed=3, prefill_aware=True)
     ks, mixed = _mixed_stream(g, truth, 6000, seed=3)
     late = slice(3000, None)
     assert np.mean(ks[late][~mixed[late]] == 2) >= 0.95
     assert np.mean(ks[late][mixed[late]] == 1) >= 0.9
     assert g.switches < 40 and g.mixed_steps == mixed.sum()
-    # Without it, a step with a chunk gets the bucket's K.
-    g = gov(seed=3, prefill_aware=False)
+    # Without it (the default), a step with a chunk gets the bucket's K.
+    g = gov(seed=3)
     ks, mixed = _mixed_stream(g, truth, 6000, seed=3)
     assert np.mean(ks[late][mixed[late]] == 1) < 0.2
 

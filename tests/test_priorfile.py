@@ -111,7 +111,7 @@ def test_prior_file_round_trip(tmp_path):
 
 
 def test_cells_of_steps_with_a_prompt_chunk_travel_and_old_files_still_load(tmp_path):
-    g = trained(seed=7, steps=200)
+    g = trained(seed=7, steps=200, prefill_aware=True)
     rng = np.random.default_rng(7)
     for _ in range(50):
         d = g.select(StepContext(8, 4, "mtp", prefill_tokens=512))
