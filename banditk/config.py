@@ -110,14 +110,15 @@ class GovernorConfig:
 
     prefill_aware: bool = False
     """Steps that also compute a prompt chunk get their own latency cells and their own
-    K. Next to a chunk a step can be compute-bound, so a verified draft costs more than
-    in a decode-only step, and the best K differs. Such a step's K is scored against the
-    decode-only goodput of its bucket (tokens minus their time at that rate, as the
-    simulator's oracle scores it) and leaves the decode-only K, its epoch and its switch
-    count alone. Off by default: on the simulator, which tells the governor each step's
-    chunk exactly, it cut Gemma 4 on GB10 from 3.9% to 0.4% regret, but on #49548 at
-    concurrency 64 (half the steps carry a chunk) it raised regret from 0.2% to 1.7% and
-    switches from 1.5 to 31 per 1,000 steps; and vLLM verifies a step's drafts one step
+    K. Next to a chunk a step can be compute-bound, so a verified draft costs otherwise
+    than in a decode-only step, and the best K differs. Such a step's K is scored against
+    the decode-only goodput of its bucket (tokens minus their time at that rate, as the
+    simulator's oracle scores it), with each K's time read at the step's chunk size, and
+    is drawn once per decode epoch; the decode-only K, its epoch and its switch count are
+    left alone. Off by default: on the simulator, which tells the governor each step's
+    chunk exactly, it cut Gemma 4 on GB10 from 3.9% to 0.3% regret, but on #49548 at
+    concurrency 64 (half the steps carry a chunk) it raised regret from 0.2% to 0.9% and
+    switches from 1.5 to 16 per 1,000 steps; and vLLM verifies a step's drafts one step
     later, so the adapter only predicts the chunk (a request arriving in between is
     missed). Off, a step with a chunk teaches the decode cells only its decode share."""
 

@@ -90,6 +90,7 @@ class BanditGovernor:
         self._model_prior_precision = np.diag(config.model_prior_strength * (self._design**2).reshape(-1, len(latency_model.FEATURES)).mean(axis=0))
         self.prev_k = -1
         self.prev_bucket = -1
+        self._mixed_k = -1  # K of steps next to a chunk, kept for the rest of the decode epoch
         self._held = 0
         self._epoch = config.decision_interval
         self._candidate_bucket, self._candidate_steps = -1, 0
@@ -137,6 +138,7 @@ class BanditGovernor:
             self.k_counts[self.prev_k] += 1
             return Decision(k=self.prev_k, bucket=bucket, num_decoding=batch, step_id=self.steps)
         self._held = 0
+        self._mixed_k = -1  # a new decode decision: the next step with a chunk decides again
         scale = batch / self._batch_ratio(batch, bucket)
         scores = self._sample_tokens_per_s(bucket) * scale
         if kv_pressed:
@@ -173,18 +175,24 @@ class BanditGovernor:
         """
         cfg, batch = self.config, context.num_decoding
         self.mixed_steps += 1
+        if self._mixed_k >= 0 and bucket == self.prev_bucket:
+            # Sampled once per decode epoch, like the decode-only K: drawn at every such
+            # step it explored often enough to switch tens of times per 1,000 steps.
+            self.k_counts[self._mixed_k] += 1
+            return Decision(k=self._mixed_k, bucket=bucket, num_decoding=batch, step_id=self.steps)
         ratio = self._batch_ratio(batch, bucket)
         tokens, t_decode = self._sample_tokens_and_times(bucket)
         tokens = tokens * batch
         if kv_pressed:
             tokens = tokens * self._kv_factor(context.kv_usage)
         rate = float(np.max(tokens / (t_decode * ratio)))
-        mn, kn = self._mix_m[bucket], self._mix_k[bucket]
-        sigma2 = self._mix_b[bucket] / gamma_variates(self._rng, self._mix_a[bucket])
-        t_mixed = np.maximum(mn + np.sqrt(sigma2 / kn) * self._rng.standard_normal(cfg.k_max + 1), _MIN_STEP_S)
-        scores = tokens - rate * t_mixed * ratio
+        mn, kn, an, bn = self.mixed_step_posterior(bucket, context.prefill_tokens, batch)
+        t_mixed = np.maximum(mn + np.sqrt(bn / (gamma_variates(self._rng, an) * kn)) * self._rng.standard_normal(cfg.k_max + 1),
+                             _MIN_STEP_S)
+        scores = tokens - rate * t_mixed
         scores[self.prev_k] += cfg.switch_penalty * tokens[self.prev_k]
         k = int(np.argmax(scores))
+        self._mixed_k = k if bucket == self.prev_bucket else -1
         self.k_counts[k] += 1
         return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=tuple(scores.tolist()))
 
@@ -274,15 +282,14 @@ class BanditGovernor:
             # tells little about K, and crediting it fully biased cells toward slow steps.
             weight = min(1.0, (decode_s / t) ** 2)
             t = max(t - self._prefill_price * prefill, _PREFILL_FLOOR * decode_s)
-            if cfg.prefill_aware and self._prefill_price > 0.0:
-                # Such steps have cells of their own; the decode cells keep decode-only steps.
-                # (Until a prompt token has a price the remainder is not a decode time.)
+            if cfg.prefill_aware:
+                # Such steps have cells of their own (whole step time and chunk size); the
+                # decode cells keep decode-only steps.
                 mixed_cell = True
-                t_cell = t / self._batch_ratio(decision.num_decoding, bucket, k)
-                data.mix_n[bucket, k] = data.mix_n[bucket, k] * gamma + 1.0
-                data.mix_sum[bucket, k] = data.mix_sum[bucket, k] * gamma + t_cell
-                data.mix_sumsq[bucket, k] = data.mix_sumsq[bucket, k] * gamma + t_cell * t_cell
-                self._update_mixed_posterior(bucket, k)
+                t_all, p_ = float(outcome.step_duration_s), float(prefill)
+                for arr, v in ((data.mix_n, 1.0), (data.mix_sum, t_all), (data.mix_sumsq, t_all * t_all),
+                               (data.mix_p, p_), (data.mix_pp, p_ * p_), (data.mix_tp, t_all * p_)):
+                    arr[bucket, k] = arr[bucket, k] * gamma + v
                 self._pending.append((float(decision.num_decoding), k, t, weight))
         if t >= _MIN_OBSERVED_STEP_S and not mixed_cell:  # shorter is a broken clock, not a step
             # Each cell is an exponentially weighted window over its own observations;
@@ -311,10 +318,7 @@ class BanditGovernor:
         n = self.data.cell_n[bucket, k] + self._prior_stats.cell_n[bucket, k]
         if n < _OUTLIER_MIN_N or (prefill and self._prefill_price <= 0.0):
             return False
-        cell_m = self._post_m[bucket, k]
-        if prefill and self.config.prefill_aware and self.data.mix_n[bucket, k] + self._prior_stats.mix_n[bucket, k] >= _OUTLIER_MIN_N:
-            cell_m = self._mix_m[bucket, k]
-        expected = cell_m * self._batch_ratio(batch, bucket, k) + self._prefill_price * prefill
+        expected = self._post_m[bucket, k] * self._batch_ratio(batch, bucket, k) + self._prefill_price * prefill
         if t <= self.config.outlier_factor * expected:
             self._outliers_in_a_row = 0
             return False
@@ -379,32 +383,35 @@ class BanditGovernor:
         self._acc_a = 1.0 + p.acc_successes + d.acc_successes
         self._acc_b = 1.0 + p.acc_failures + d.acc_failures
         self._post_m, self._post_k, self._post_a, self._post_b = (np.array(v, dtype=float) for v in self.latency_params())
-        self._mix_m, self._mix_k, self._mix_a, self._mix_b = (np.array(v, dtype=float) for v in self.mixed_latency_params())
 
-    def mixed_latency_params(self, bucket: int | slice = slice(None)):
-        """Posterior (m, k, a, b) of the step time less the chunk's price, per (bucket, K), of
-        steps that also compute a prompt chunk. Its prior mean is the decode-only cell's
-        posterior mean (a chunk adds only its price), which the data then correct."""
-        p, d = self._prior_stats, self.data
-        m0 = self._post_m[bucket]
-        b0 = _NOISE_SHAPE * (self.config.latency_cv * m0) ** 2
-        return nig.posterior(
-            m0, _MIXED_PRIOR_COUNT, _NOISE_SHAPE, b0,
-            p.mix_n[bucket] + d.mix_n[bucket], p.mix_sum[bucket] + d.mix_sum[bucket],
-            p.mix_sumsq[bucket] + d.mix_sumsq[bucket],
-        )
+    def mixed_step_posterior(self, bucket: int, prefill_tokens: int, batch: int):
+        """Posterior (m, k, a, b) per K of the time of a step at ``batch`` next to a chunk
+        of ``prefill_tokens`` prompt tokens.
 
-    def _update_mixed_posterior(self, bucket: int, k: int) -> None:
-        """Recompute one mixed cell's cached posterior (scalar arithmetic)."""
+        Step time grows with the chunk, and the K tried next to chunks met chunks of
+        other sizes, so each K's mean is taken at this chunk size along a slope in P
+        shared by the bucket's K (fitted within cells: analysis of covariance). The prior
+        mean is additive, the decode-only time plus the chunk's price, worth
+        ``_MIXED_PRIOR_COUNT`` steps.
+        """
         p, d = self._prior_stats, self.data
-        m0 = float(self._post_m[bucket, k])
-        n = float(p.mix_n[bucket, k] + d.mix_n[bucket, k])
-        s = float(p.mix_sum[bucket, k] + d.mix_sum[bucket, k])
-        ss = float(p.mix_sumsq[bucket, k] + d.mix_sumsq[bucket, k])
+        n = p.mix_n[bucket] + d.mix_n[bucket]
+        safe = np.maximum(n, 1e-12)
+        mt, mp = (p.mix_sum[bucket] + d.mix_sum[bucket]) / safe, (p.mix_p[bucket] + d.mix_p[bucket]) / safe
+        var_t = np.maximum((p.mix_sumsq[bucket] + d.mix_sumsq[bucket]) / safe - mt * mt, 0.0)
+        var_p = np.maximum((p.mix_pp[bucket] + d.mix_pp[bucket]) / safe - mp * mp, 0.0)
+        cov = (p.mix_tp[bucket] + d.mix_tp[bucket]) / safe - mt * mp
+        spread = float(n @ var_p)
+        slope = float(n @ cov) / spread if spread > 1.0 else self._prefill_price
+        slope = max(slope, 0.0)
+        at_p = mt + slope * (prefill_tokens - mp)
+        scatter = n * np.maximum(var_t - 2.0 * slope * cov + slope * slope * var_p, 0.0)
+        m0 = self._post_m[bucket] * self._batch_ratio(batch, bucket) + self._prefill_price * prefill_tokens
+        k0 = _MIXED_PRIOR_COUNT
         b0 = _NOISE_SHAPE * (self.config.latency_cv * m0) ** 2
-        mn, kn, an, bn = nig.posterior_scalar(m0, _MIXED_PRIOR_COUNT, _NOISE_SHAPE, b0, n, s, ss)
-        self._mix_m[bucket, k], self._mix_k[bucket, k] = mn, kn
-        self._mix_a[bucket, k], self._mix_b[bucket, k] = an, bn
+        kn = k0 + n
+        return ((k0 * m0 + n * at_p) / kn, kn, _NOISE_SHAPE + 0.5 * n,
+                b0 + 0.5 * scatter + 0.5 * k0 * n * (at_p - m0) ** 2 / kn)
 
     def _update_cell_posterior(self, bucket: int, k: int) -> None:
         """Recompute one cell's cached posterior (scalar arithmetic: this runs every step)."""
@@ -417,7 +424,6 @@ class BanditGovernor:
         mn, kn, an, bn = nig.posterior_scalar(m0, self.config.cell_prior_count, _NOISE_SHAPE, b0, n, s, ss)
         self._post_m[bucket, k], self._post_k[bucket, k] = mn, kn
         self._post_a[bucket, k], self._post_b[bucket, k] = an, bn
-        self._update_mixed_posterior(bucket, k)  # its prior mean is this cell's mean
 
     def mean_goodput(self) -> np.ndarray:
         """Posterior-mean goodput (tokens/s) per (bucket, K) at each bucket's representative B."""
@@ -524,6 +530,7 @@ class BanditGovernor:
             "rng": _jsonable_rng_state(self._rng.bit_generator.state),
             "prev_k": self.prev_k,
             "prev_bucket": self.prev_bucket,
+            "mixed_k": self._mixed_k,
             "held": self._held,
             "epoch": self._epoch,
             "candidate_bucket": self._candidate_bucket,
@@ -542,6 +549,7 @@ class BanditGovernor:
         self._scale_pending = bool(state["scale_pending"])
         self._rng.bit_generator.state = state["rng"]
         self.prev_k, self.prev_bucket = int(state["prev_k"]), int(state["prev_bucket"])
+        self._mixed_k = int(state.get("mixed_k", -1))
 
         self._held = int(state["held"])
         self._epoch = int(state.get("epoch", self.config.decision_interval))

@@ -18,6 +18,9 @@ from .errors import PriorFormatError
 from .latency_model import FEATURES
 
 NUM_FEATURES = len(FEATURES)
+#: Statistics of steps next to a prompt chunk, and their keys in a file's ``mixed_cells``.
+MIXED_FIELDS = ("mix_n", "mix_sum", "mix_sumsq", "mix_p", "mix_pp", "mix_tp")
+MIXED_KEYS = ("n", "sum_s", "sum_sq_s2", "sum_p", "sum_pp", "sum_tp")
 
 
 @dataclass(slots=True)
@@ -35,9 +38,11 @@ class SufficientStats:
         reg_n: regression weight.
         prefill_rp: sum of (step-time residual x prefill tokens), for the price of a prefill token.
         prefill_pp: sum of squared prefill tokens.
-        mix_n, mix_sum, mix_sumsq: the same as the cells, for steps that also compute a
-            prompt chunk (their time less the chunk's price): verifying drafts next to a
-            chunk can cost more per token than in a decode-only step (compute-bound).
+        mix_n, mix_sum, mix_sumsq, mix_p, mix_pp, mix_tp: per (bucket, K), for steps that
+            also compute a prompt chunk: weight, sums of step time t, t^2, prompt tokens P,
+            P^2 and t*P. Next to a chunk a step can be compute-bound, so verifying drafts
+            costs otherwise than in a decode-only step; with P in them, cells of different
+            K are compared at the same chunk size (a shared slope per bucket).
     """
 
     acc_successes: np.ndarray
@@ -53,9 +58,12 @@ class SufficientStats:
     mix_n: np.ndarray | None = None
     mix_sum: np.ndarray | None = None
     mix_sumsq: np.ndarray | None = None
+    mix_p: np.ndarray | None = None
+    mix_pp: np.ndarray | None = None
+    mix_tp: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        for name in ("mix_n", "mix_sum", "mix_sumsq"):
+        for name in MIXED_FIELDS:
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros_like(self.cell_n))
 
@@ -81,7 +89,7 @@ class SufficientStats:
             self.acc_successes.copy(), self.acc_failures.copy(),
             self.cell_n.copy(), self.cell_sum.copy(), self.cell_sumsq.copy(),
             self.reg_xtx.copy(), self.reg_xty.copy(), float(self.reg_n), self.prefill_rp, self.prefill_pp,
-            self.mix_n.copy(), self.mix_sum.copy(), self.mix_sumsq.copy(),
+            *(getattr(self, f).copy() for f in MIXED_FIELDS),
         )
 
     def __add__(self, other: "SufficientStats") -> "SufficientStats":
@@ -95,7 +103,7 @@ class SufficientStats:
             self.cell_n + other.cell_n, self.cell_sum + other.cell_sum, self.cell_sumsq + other.cell_sumsq,
             self.reg_xtx + other.reg_xtx, self.reg_xty + other.reg_xty, self.reg_n + other.reg_n,
             self.prefill_rp + other.prefill_rp, self.prefill_pp + other.prefill_pp,
-            self.mix_n + other.mix_n, self.mix_sum + other.mix_sum, self.mix_sumsq + other.mix_sumsq,
+            *(getattr(self, f) + getattr(other, f) for f in MIXED_FIELDS),
         )
 
     def truncated(self, k_max: int) -> "SufficientStats":
@@ -105,7 +113,7 @@ class SufficientStats:
             self.cell_n[:, : k_max + 1].copy(), self.cell_sum[:, : k_max + 1].copy(),
             self.cell_sumsq[:, : k_max + 1].copy(),
             self.reg_xtx.copy(), self.reg_xty.copy(), float(self.reg_n), self.prefill_rp, self.prefill_pp,
-            self.mix_n[:, : k_max + 1].copy(), self.mix_sum[:, : k_max + 1].copy(), self.mix_sumsq[:, : k_max + 1].copy(),
+            *(getattr(self, f)[:, : k_max + 1].copy() for f in MIXED_FIELDS),
         )
 
     def capped(self, strength: float) -> "SufficientStats":
@@ -124,9 +132,8 @@ class SufficientStats:
         out.cell_sum *= g
         out.cell_sumsq *= g
         g = np.where(out.mix_n > strength, strength / np.maximum(out.mix_n, 1e-300), 1.0)
-        out.mix_n *= g
-        out.mix_sum *= g
-        out.mix_sumsq *= g
+        for f in MIXED_FIELDS:
+            getattr(out, f)[...] *= g
         if out.reg_n > strength:
             h = strength / out.reg_n
             out.reg_xtx *= h
@@ -140,7 +147,7 @@ class SufficientStats:
         return {
             "acceptance": {"successes": self.acc_successes.tolist(), "failures": self.acc_failures.tolist()},
             "cells": {"n": self.cell_n.tolist(), "sum_s": self.cell_sum.tolist(), "sum_sq_s2": self.cell_sumsq.tolist()},
-            "mixed_cells": {"n": self.mix_n.tolist(), "sum_s": self.mix_sum.tolist(), "sum_sq_s2": self.mix_sumsq.tolist()},
+            "mixed_cells": {key: getattr(self, f).tolist() for key, f in zip(MIXED_KEYS, MIXED_FIELDS)},
             "regression": {"features": list(FEATURES), "xtx": self.reg_xtx.tolist(),
                            "xty": self.reg_xty.tolist(), "n": float(self.reg_n),
                            "prefill_rp": float(self.prefill_rp), "prefill_pp": float(self.prefill_pp)},
@@ -160,7 +167,7 @@ class SufficientStats:
         cell_shape = (num_buckets, k_max + 1)
         # Files written before steps with a prompt chunk had their own cells have none.
         zeros = np.zeros(cell_shape).tolist()
-        mixed = _obj(d.get("mixed_cells", {"n": zeros, "sum_s": zeros, "sum_sq_s2": zeros}), f"{where}.mixed_cells")
+        mixed = _obj(d.get("mixed_cells", dict.fromkeys(MIXED_KEYS, zeros)), f"{where}.mixed_cells")
         out = cls(
             _array(acc.get("successes"), (k_max,), f"{where}.acceptance.successes"),
             _array(acc.get("failures"), (k_max,), f"{where}.acceptance.failures"),
@@ -172,29 +179,28 @@ class SufficientStats:
             float(_array(reg.get("n"), (), f"{where}.regression.n")),
             float(_array(reg.get("prefill_rp", 0.0), (), f"{where}.regression.prefill_rp", signed=True)),
             float(_array(reg.get("prefill_pp", 0.0), (), f"{where}.regression.prefill_pp")),
-            _array(mixed.get("n"), cell_shape, f"{where}.mixed_cells.n"),
-            _array(mixed.get("sum_s"), cell_shape, f"{where}.mixed_cells.sum_s"),
-            _array(mixed.get("sum_sq_s2"), cell_shape, f"{where}.mixed_cells.sum_sq_s2"),
+            *(_array(mixed.get(key), cell_shape, f"{where}.mixed_cells.{key}") for key in MIXED_KEYS),
         )
-        for name, (n_, s_, ss_) in (("cells", (out.cell_n, out.cell_sum, out.cell_sumsq)),
-                                    ("mixed_cells", (out.mix_n, out.mix_sum, out.mix_sumsq))):
-            _check_cells(n_, s_, ss_, f"{where}.{name}")
+        _check_cells(out.cell_n, out.cell_sum, out.cell_sumsq, f"{where}.cells")
+        _check_cells(out.mix_n, out.mix_sum, out.mix_sumsq, f"{where}.mixed_cells")
+        _check_cells(out.mix_n, out.mix_p, out.mix_pp, f"{where}.mixed_cells", ("sum_p", "sum_pp"))
         return out
 
 
-def _check_cells(n: np.ndarray, s: np.ndarray, ss: np.ndarray, where: str) -> None:
+def _check_cells(n: np.ndarray, s: np.ndarray, ss: np.ndarray, where: str,
+                 names: tuple[str, str] = ("sum_s", "sum_sq_s2")) -> None:
     # sum y^2 >= (sum y)^2 / n (Cauchy-Schwarz), with room for rounding.
     safe_n = np.where(n > 0, n, 1.0)
     bad = ss * (1 + 1e-9) + 1e-12 < s**2 / safe_n
     if np.any(bad):
         b, k = (int(i) for i in np.argwhere(bad)[0])
         raise PriorFormatError(
-            f"`{where}` at bucket {b}, K={k} is inconsistent: sum_sq_s2={ss[b, k]!r} < sum_s^2/n={s[b, k] ** 2 / safe_n[b, k]!r}."
+            f"`{where}` at bucket {b}, K={k} is inconsistent: {names[1]}={ss[b, k]!r} < {names[0]}^2/n={s[b, k] ** 2 / safe_n[b, k]!r}."
         )
     bad = (n == 0) & (s != 0)
     if np.any(bad):
         b, k = (int(i) for i in np.argwhere(bad)[0])
-        raise PriorFormatError(f"`{where}` at bucket {b}, K={k} has sum_s={s[b, k]!r} with n=0.")
+        raise PriorFormatError(f"`{where}` at bucket {b}, K={k} has {names[0]}={s[b, k]!r} with n=0.")
 
 
 def _obj(value: object, where: str) -> dict:

@@ -120,13 +120,15 @@ def fit(trace: Path, out: Path, hardware: str, log: Path) -> tuple[bool, str, bo
     return r.returncode == 0, tail, forced
 
 
-def regret_run(row, hardware: str, prior_path: Path | None, seed: int, steps: int = 20000) -> dict:
+def regret_run(row, hardware: str, prior_path: Path | None, seed: int, steps: int = 20000,
+               governor_config: dict | None = None) -> dict:
     from banditk.sim.engine import Simulator
     from banditk.sim.scenario import parse_scenario
 
     scn = parse_scenario(scenario(row, hardware, steps, EVAL_PHASES, seed))
     prior = load_prior(prior_path, drafter_class=row[1], k_max=row[3]) if prior_path else None
-    gov = BanditGovernor(GovernorConfig(drafter_class=row[1], k_max=row[3], seed=seed), prior)
+    cfg = GovernorConfig.from_dict({**(governor_config or {}), "drafter_class": row[1], "k_max": row[3], "seed": seed})
+    gov = BanditGovernor(cfg, prior)
     trace, _ = Simulator(scn, gov, seed=seed, speculation=True, dynamic=True).run(steps)
     gap = np.cumsum(trace.oracle_tokens - trace.expected_tokens)
     total = float(np.sum(trace.oracle_tokens))
@@ -142,11 +144,14 @@ def main() -> int:
     p.add_argument("--skip-fit", action="store_true", help="reuse priors/ and only run the regret check")
     p.add_argument("--resume", action="store_true", help="rows whose prior exists are not fitted again")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "priors")
+    p.add_argument("--governor-config", type=json.loads, default={}, metavar="JSON",
+                   help='governor hyperparameters for the regret check, e.g. \'{"prefill_aware": true}\'')
     args = p.parse_args()
+    gc = args.governor_config
     rows = [r for r in ROWS if args.rows is None or r[0] in args.rows.split(",")]
     (args.out / "traces").mkdir(parents=True, exist_ok=True)
     report = {"experiment": "shipped priors: fit from simulator traces, regret flat vs prior (EVALUATION.md)",
-              "thresholds": {"flat": 0.03, "prior": 0.01}, "rows": []}
+              "thresholds": {"flat": 0.03, "prior": 0.01}, "governor_config": gc, "rows": []}
     t0 = time.monotonic()
     todo = [(r, h) for r in rows for h in (r[5] if args.hardware is None else args.hardware.split(","))]
     for i, (row, hw) in enumerate(todo, 1):
@@ -162,8 +167,8 @@ def main() -> int:
                 if not ok or forced:
                     entry["fit_diagnostics"] = tail
             if prior_path.exists():
-                flat = [regret_run(row, hw, None, s) for s in range(args.seeds)]
-                shipped = [regret_run(row, hw, prior_path, s) for s in range(args.seeds)]
+                flat = [regret_run(row, hw, None, s, governor_config=gc) for s in range(args.seeds)]
+                shipped = [regret_run(row, hw, prior_path, s, governor_config=gc) for s in range(args.seeds)]
                 entry["regret_flat"] = float(np.median([r["regret_fraction"] for r in flat]))
                 entry["regret_prior"] = float(np.median([r["regret_fraction"] for r in shipped]))
                 entry["curves"] = {"flat": flat[0]["curve"], "prior": shipped[0]["curve"]}
@@ -172,7 +177,7 @@ def main() -> int:
                 other_hw = {"gb10": "strix-halo", "strix-halo": "gb10"}.get(hw)
                 other = ROOT / "priors" / f"{row[0]}-{other_hw}.json"
                 if other_hw and other.exists():
-                    cross = [regret_run(row, hw, other, s) for s in range(args.seeds)]
+                    cross = [regret_run(row, hw, other, s, governor_config=gc) for s in range(args.seeds)]
                     entry["regret_other_hardware_prior"] = float(np.median([r["regret_fraction"] for r in cross]))
         except (BanditkError, ValueError) as e:
             entry["error"] = f"{type(e).__name__}: {e}"
@@ -186,7 +191,7 @@ def main() -> int:
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     plot(report, args.out / "regret_curves.png")
     print(f"wrote {args.out / 'report.json'}")
-    if args.rows is None and args.hardware is None and (ROOT / "priors" / f"{cpu_prior.NAME}.json").exists():
+    if args.rows is None and args.hardware is None and not gc and (ROOT / "priors" / f"{cpu_prior.NAME}.json").exists():
         # The prior from real vLLM-CPU telemetry: its regret check is part of the same report.
         cpu_prior.main(["--skip-fit", "--seeds", str(args.seeds), "--out", str(args.out / "cpu")])
     return 0

@@ -20,6 +20,19 @@ def main() -> int:
     if cpu.exists():  # the prior fitted from real vLLM-CPU telemetry (experiments/cpu_prior.py)
         r = json.loads(cpu.read_text())
         report[Path(r["prior"]).stem] = r
+    cpu_cross = ""
+    if cpu.exists() and "earlier_machine" in json.loads(cpu.read_text()):
+        e = json.loads(cpu.read_text())["earlier_machine"]
+        cpu_cross = (f"; on the profile calibrated from an earlier session's machine of the same kind it costs "
+                     f"{100 * e['regret_prior']:.2f}% against {100 * e['regret_flat']:.2f}% flat: a prior describes "
+                     f"its machine")
+    aware = ""
+    ap = ROOT / "results" / "priors" / "prefill-aware" / "report.json"
+    if ap.exists():
+        lines = [f"- `{r['row']}-{r['hardware']}`: flat {100 * r['regret_flat']:.2f}%, this prior {100 * r['regret_prior']:.2f}%"
+                 for r in json.loads(ap.read_text())["rows"] if "regret_prior" in r]
+        aware = ("\nWith the governor's `prefill_aware` option on (off by default; see the README), the rows whose\n"
+                 "oracle picks another K next to a prompt chunk (results/priors/prefill-aware/):\n\n" + "\n".join(lines) + "\n")
     rows = []
     for p in sorted((ROOT / "priors").glob("*.json")):
         doc = read_json(p)
@@ -38,7 +51,9 @@ Starting points, one per drafter class and hardware. They are fitted with `bandi
 simulator traces of calibrated profiles (`experiments/make_priors.py`), except
 `draft_model-cyclic-4x1024-cpu-2core.json`, fitted from real vLLM-CPU telemetry of the tiny
 cyclic test pair on this kind of 2-core machine (`experiments/cpu_prior.py`; its regret is
-checked on the simulator profile calibrated against the live sweep, at concurrency 1, 4, 16).
+checked, at concurrency 1, 4 and 16, on the simulator profile calibrated from the same
+telemetry{cpu_cross}). Step-3.7-Flash in 4 bits on Strix Halo assumes
+`--gpu-memory-utilization 0.98` (3.7 GB of KV cache): at vLLM's 0.9 its weights leave none.
 A deployment replaces them by fitting its own telemetry. Parameters never transfer across drafter classes (loading a
 prior of another class is refused); a prior of other hardware is accepted, as a prior.
 
@@ -49,7 +64,7 @@ prior of another class is refused); a prior of other hardware is accepted, as a 
 "Fit forced": the simulator's roofline (max of memory and compute time, MoE experts touched)
 is not linear in the latency model's features, so the posterior predictive check failed and
 the prior was written with `--force`; its cells carry the measured per-(bucket, K) means.
-
+{aware}
 ## Make your own
 
 ```sh

@@ -212,6 +212,26 @@ def test_steps_next_to_a_prompt_chunk_get_their_own_k(truth):
     assert np.mean(ks[late][mixed[late]] == 1) < 0.2
 
 
+def test_k_next_to_chunks_of_different_sizes_are_compared_at_the_same_size():
+    # K=1 met only 3000-token chunks and K=2 only 500-token ones: their raw means differ by
+    # the chunks, not by K. Along the shared slope (0.1 ms a token) both are read at 1000.
+    g = gov(seed=4, prefill_aware=True)
+    rng = np.random.default_rng(4)
+    truth = {1: 0.05, 2: 0.06}  # step time without the chunk, s
+    bucket = None
+    for i in range(800):
+        k = 1 + (i // 2) % 2
+        chunk = 0 if i % 2 else int((3000 if k == 1 else 500) + rng.integers(-200, 200))
+        d = Decision(k=k, bucket=g.select(StepContext(8, 4, "mtp")).bucket, num_decoding=8, step_id=i)
+        bucket = d.bucket
+        t = (truth[k] + 1e-4 * chunk) * np.exp(rng.normal(0.0, 0.01))
+        g.observe(d, StepOutcome(np.full(8, k), np.zeros(8, dtype=int), float(t), prefill_tokens=chunk))
+    raw = g.data.mix_sum[bucket] / np.maximum(g.data.mix_n[bucket], 1e-9)
+    assert raw[1] > raw[2] + 0.2  # what a comparison without the chunk sizes would see
+    mean = g.mixed_step_posterior(bucket, 1000, 8)[0]
+    np.testing.assert_allclose(mean[1:3], [truth[1] + 0.1, truth[2] + 0.1], rtol=0.05)
+
+
 def test_prefill_aware_must_be_a_bool():
     with pytest.raises(ConfigError, match="`prefill_aware` must be true or false, got 1"):
         gov(prefill_aware=1)
