@@ -113,14 +113,15 @@ class GovernorConfig:
     K. Next to a chunk a step can be compute-bound, so a verified draft costs otherwise
     than in a decode-only step, and the best K differs. Such a step's K is scored against
     the decode-only goodput of its bucket (tokens minus their time at that rate, as the
-    simulator's oracle scores it), with each K's time read at the step's chunk size, and
-    is drawn once per decode epoch; the decode-only K, its epoch and its switch count are
-    left alone. Off by default: on the simulator, which tells the governor each step's
-    chunk exactly, it cut Gemma 4 on GB10 from 3.9% to 0.3% regret, but on #49548 at
-    concurrency 64 (half the steps carry a chunk) it raised regret from 0.2% to 0.9% and
-    switches from 1.5 to 16 per 1,000 steps; and vLLM verifies a step's drafts one step
-    later, so the adapter only predicts the chunk (a request arriving in between is
-    missed). Off, a step with a chunk teaches the decode cells only its decode share."""
+    simulator's oracle scores it), each K's time read at the step's chunk size; it is
+    drawn from the posterior once per decode epoch and otherwise set by the posterior
+    means, and leaves the decode-only K, its epoch and its switch count alone.
+    Off by default: on the simulator, which tells the governor each step's chunk exactly,
+    it cut Gemma 4 on GB10 from 3.9% to 0.2% regret, while on #49548 regret stayed within
+    0.1 point but switches rose from 0-1.5 to 4-7 per 1,000 steps; and vLLM verifies a
+    step's drafts one step later, so the adapter only predicts the chunk (a request
+    arriving in between is missed), which is not yet measured in a live server. Off, a
+    step with a chunk teaches the decode cells only its decode share."""
 
     seed: int | None = 0
     """Seed of the Thompson sampler's random generator; None draws one from the OS."""

@@ -6,12 +6,13 @@ Per drafter class it keeps
   prior mean comes from a parametric latency model learned online over all cells.
 
 Each step it draws acceptance and step times from the posterior, scores goodput
-G(K) = B * E(K) / t(bucket, K) for every K, discounts deep K near a full KV cache,
-gives the current K a relative bonus (the switching cost) and picks the best.
+G(K) = B * E(K) / t(bucket, K) for every K (optionally discounting deep K near a full
+KV cache), gives the current K a relative bonus (the switching cost) and picks the best.
 
-A step that also computes a prompt chunk has cells of its own (its time less the
-chunk's price) and its own K: B * E(K) - G* * t_mixed(K), with G* the best decode-only
-goodput drawn for the bucket, as the simulator's oracle scores such a step.
+A step that also computes a prompt chunk teaches a decode cell only its decode share.
+With ``prefill_aware`` such steps have cells of their own (step time and chunk size) and
+their own K: B * E(K) - G* * t_mixed(K, P), with G* the best decode-only goodput drawn
+for the bucket, as the simulator's oracle scores such a step.
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ _MIN_OBSERVED_STEP_S = 1e-6
 _OUTLIER_RUN = 8
 #: Observations a cell needs before its mean is trusted to call a step an outlier.
 _OUTLIER_MIN_N = 3.0
-#: Weight, in observations, of the decode-only cell's mean as the prior of a cell of steps
-#: next to a prompt chunk: a chunk adds only its price until that many steps say otherwise.
-#: (At 0.1, as decode cells, every such cell was explored: 3x the switches on #49548.)
-_MIXED_PRIOR_COUNT = 8.0
+#: Weight, in steps, of the additive prior of a cell of steps next to a prompt chunk (see
+#: ``mixed_step_posterior``). At 8 the once-per-epoch draw explored too little to find
+#: Gemma 4's K next to chunks on Strix Halo; at 0.1 it explored every cell.
+_MIXED_PRIOR_COUNT = 2.0
 #: Taking the prefill share out never leaves less than this fraction of a step.
 _PREFILL_FLOOR = 0.3
 
@@ -90,7 +91,7 @@ class BanditGovernor:
         self._model_prior_precision = np.diag(config.model_prior_strength * (self._design**2).reshape(-1, len(latency_model.FEATURES)).mean(axis=0))
         self.prev_k = -1
         self.prev_bucket = -1
-        self._mixed_k = -1  # K of steps next to a chunk, kept for the rest of the decode epoch
+        self._mixed_draw_due = True  # see _select_mixed
         self._held = 0
         self._epoch = config.decision_interval
         self._candidate_bucket, self._candidate_steps = -1, 0
@@ -138,7 +139,7 @@ class BanditGovernor:
             self.k_counts[self.prev_k] += 1
             return Decision(k=self.prev_k, bucket=bucket, num_decoding=batch, step_id=self.steps)
         self._held = 0
-        self._mixed_k = -1  # a new decode decision: the next step with a chunk decides again
+        self._mixed_draw_due = True  # a new decode decision: the next step next to a chunk may explore
         scale = batch / self._batch_ratio(batch, bucket)
         scores = self._sample_tokens_per_s(bucket) * scale
         if kv_pressed:
@@ -159,7 +160,7 @@ class BanditGovernor:
         return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=tuple(scores.tolist()))
 
     def _kv_factor(self, kv_usage: float) -> np.ndarray:
-        """Per-K goodput factor near a full cache: deep K reserves lookahead slots."""
+        """Per-K goodput factor near a full cache (for an engine that reserves lookahead per K)."""
         cfg = self.config
         excess = (kv_usage - cfg.kv_pressure_threshold) / (1.0 - cfg.kv_pressure_threshold)
         return np.exp(-cfg.kv_pressure_weight * excess * np.arange(cfg.k_max + 1) / cfg.k_max)
@@ -169,30 +170,32 @@ class BanditGovernor:
 
         The chunk's time is the same whatever K is, so goodput of the whole step would
         make drafts look cheap. Instead each K is scored by its tokens less what its
-        time would have earned at the bucket's best decode-only goodput (drawn, like
-        everything else, from the posterior). The decode-only K, epoch and switch count
-        are left as they are: the next decode step goes on where it was.
+        time would have earned at the bucket's best decode-only goodput. The decode-only
+        K, epoch and switch count are left as they are: the next decode step goes on
+        where it was.
         """
         cfg, batch = self.config, context.num_decoding
         self.mixed_steps += 1
-        if self._mixed_k >= 0 and bucket == self.prev_bucket:
-            # Sampled once per decode epoch, like the decode-only K: drawn at every such
-            # step it explored often enough to switch tens of times per 1,000 steps.
-            self.k_counts[self._mixed_k] += 1
-            return Decision(k=self._mixed_k, bucket=bucket, num_decoding=batch, step_id=self.steps)
         ratio = self._batch_ratio(batch, bucket)
-        tokens, t_decode = self._sample_tokens_and_times(bucket)
+        mn, kn, an, bn = self.mixed_step_posterior(bucket, context.prefill_tokens, batch)
+        if self._mixed_draw_due:
+            # One Thompson draw per decode epoch explores; drawn at every such step it
+            # tried other K often enough to switch tens of times per 1,000 steps.
+            self._mixed_draw_due = False
+            tokens, t_decode = self._sample_tokens_and_times(bucket)
+            t_mixed = np.maximum(mn + np.sqrt(bn / (gamma_variates(self._rng, an) * kn))
+                                 * self._rng.standard_normal(cfg.k_max + 1), _MIN_STEP_S)
+        else:
+            # Otherwise the posterior means decide, at this step's chunk size.
+            a, b = self._acc_a, self._acc_b
+            tokens, t_decode, t_mixed = expected_tokens(a / (a + b)), self._post_m[bucket], mn
         tokens = tokens * batch
         if kv_pressed:
             tokens = tokens * self._kv_factor(context.kv_usage)
         rate = float(np.max(tokens / (t_decode * ratio)))
-        mn, kn, an, bn = self.mixed_step_posterior(bucket, context.prefill_tokens, batch)
-        t_mixed = np.maximum(mn + np.sqrt(bn / (gamma_variates(self._rng, an) * kn)) * self._rng.standard_normal(cfg.k_max + 1),
-                             _MIN_STEP_S)
         scores = tokens - rate * t_mixed
         scores[self.prev_k] += cfg.switch_penalty * tokens[self.prev_k]
         k = int(np.argmax(scores))
-        self._mixed_k = k if bucket == self.prev_bucket else -1
         self.k_counts[k] += 1
         return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=tuple(scores.tolist()))
 
@@ -391,8 +394,9 @@ class BanditGovernor:
         Step time grows with the chunk, and the K tried next to chunks met chunks of
         other sizes, so each K's mean is taken at this chunk size along a slope in P
         shared by the bucket's K (fitted within cells: analysis of covariance). The prior
-        mean is additive, the decode-only time plus the chunk's price, worth
-        ``_MIXED_PRIOR_COUNT`` steps.
+        mean, worth ``_MIXED_PRIOR_COUNT`` steps, is additive: the best-measured K's time
+        next to such a chunk plus the decode-only difference (before any, the decode-only
+        time plus the chunk's price).
         """
         p, d = self._prior_stats, self.data
         n = p.mix_n[bucket] + d.mix_n[bucket]
@@ -406,7 +410,14 @@ class BanditGovernor:
         slope = max(slope, 0.0)
         at_p = mt + slope * (prefill_tokens - mp)
         scatter = n * np.maximum(var_t - 2.0 * slope * cov + slope * slope * var_p, 0.0)
-        m0 = self._post_m[bucket] * self._batch_ratio(batch, bucket) + self._prefill_price * prefill_tokens
+        decode = self._post_m[bucket] * self._batch_ratio(batch, bucket)
+        if n.max() > 0:
+            # A chunk costs every K the same: a K rarely seen next to one starts from the
+            # best-measured K's time there plus the decode-only difference between them.
+            ref = int(np.argmax(n))
+            m0 = at_p[ref] + decode - decode[ref]
+        else:
+            m0 = decode + self._prefill_price * prefill_tokens
         k0 = _MIXED_PRIOR_COUNT
         b0 = _NOISE_SHAPE * (self.config.latency_cv * m0) ** 2
         kn = k0 + n
@@ -530,7 +541,7 @@ class BanditGovernor:
             "rng": _jsonable_rng_state(self._rng.bit_generator.state),
             "prev_k": self.prev_k,
             "prev_bucket": self.prev_bucket,
-            "mixed_k": self._mixed_k,
+            "mixed_draw_due": self._mixed_draw_due,
             "held": self._held,
             "epoch": self._epoch,
             "candidate_bucket": self._candidate_bucket,
@@ -549,8 +560,7 @@ class BanditGovernor:
         self._scale_pending = bool(state["scale_pending"])
         self._rng.bit_generator.state = state["rng"]
         self.prev_k, self.prev_bucket = int(state["prev_k"]), int(state["prev_bucket"])
-        self._mixed_k = int(state.get("mixed_k", -1))
-
+        self._mixed_draw_due = bool(state.get("mixed_draw_due", True))
         self._held = int(state["held"])
         self._epoch = int(state.get("epoch", self.config.decision_interval))
         self._candidate_bucket, self._candidate_steps = int(state["candidate_bucket"]), int(state["candidate_steps"])

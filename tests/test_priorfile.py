@@ -36,6 +36,25 @@ def test_snapshot_restore_continues_with_the_same_decisions(tmp_path):
     assert np.allclose(g.data.cell_sum, restored.data.cell_sum)
 
 
+def test_snapshot_restore_continues_identically_with_steps_next_to_prompt_chunks(tmp_path):
+    def run(g, steps, seed):
+        rng, ks = np.random.default_rng(seed), []
+        for i in range(steps):
+            chunk = 512 * (i % 3 == 2)
+            d = g.select(StepContext(8, 4, "mtp", prefill_tokens=chunk))
+            out = SyntheticTruth().outcome(rng, d, 8)
+            g.observe(d, StepOutcome(out.drafted, out.accepted, out.step_duration_s + 1e-4 * chunk, prefill_tokens=chunk))
+            ks.append(d.k)
+        return ks
+
+    g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=3, prefill_aware=True))
+    run(g, 701, seed=1)
+    save_snapshot(tmp_path / "snap.json", g)
+    restored = load_snapshot(tmp_path / "snap.json")
+    assert run(g, 600, seed=2) == run(restored, 600, seed=2)
+    assert g.mixed_steps == restored.mixed_steps > 0
+
+
 def test_snapshot_of_a_governor_with_a_prior_keeps_the_prior(tmp_path):
     prior = prior_from_snapshot(snapshot_dict(trained(seed=2)), strength=50)
     g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=3), prior)
