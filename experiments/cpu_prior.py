@@ -142,6 +142,10 @@ def main(argv=None) -> int:
     report: dict = {"experiment": "prior fitted from real vLLM-CPU telemetry; regret flat vs prior (EVALUATION.md)",
                     "thresholds": {"flat": 0.03, "prior": 0.01}, "prior": str(prior_path.relative_to(ROOT)),
                     "scenario": scenario(0)}
+    earlier = args.out / "report.json"
+    if args.skip_fit and earlier.exists():  # keep what the fit run recorded about its input
+        old = json.loads(earlier.read_text())
+        report.update({k: old[k] for k in ("trace_steps", "fit_forced", "fit_log_tail") if k in old})
     if not args.skip_fit:
         if not args.skip_record:
             trace = record(args.work)
