@@ -31,8 +31,8 @@ def main() -> int:
     if ap.exists():
         lines = [f"- `{r['row']}-{r['hardware']}`: flat {100 * r['regret_flat']:.2f}%, this prior {100 * r['regret_prior']:.2f}%"
                  for r in json.loads(ap.read_text())["rows"] if "regret_prior" in r]
-        aware = ("\nWith the governor's `prefill_aware` option on (off by default; see the README), the rows whose\n"
-                 "oracle picks another K next to a prompt chunk (results/priors/prefill-aware/):\n\n" + "\n".join(lines) + "\n")
+        aware = ("\nWith the governor's `prefill_aware` option on (off by default; see the README), the regret\n"
+                 "of every row (results/priors/prefill-aware/):\n\n" + "\n".join(lines) + "\n")
     rows = []
     for p in sorted((ROOT / "priors").glob("*.json")):
         doc = read_json(p)
