@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -56,19 +55,12 @@ def record(work: Path) -> Path:
 
 
 def fit(trace: Path, out: Path, log: Path) -> dict:
-    cmd = [sys.executable, "-m", "banditk.cli", "fit", str(trace), "--hardware", "cpu-2core", "-o", str(out)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    forced = False
-    if r.returncode != 0 and "refused" in r.stderr:
-        first = r.stderr[r.stderr.rfind("refused"):][:600]
-        r = subprocess.run([*cmd, "--force"], capture_output=True, text=True)
-        forced = True
-        log.write_text(f"first fit refused: {first}\n\n" + r.stdout + r.stderr)
-    else:
-        log.write_text(r.stdout + r.stderr)
-    if r.returncode != 0:
-        raise SystemExit(f"banditk fit failed (see {log}):\n{r.stderr[-2000:]}")
-    return {"fit_forced": forced, "fit_log_tail": (r.stdout + r.stderr)[-600:]}
+    import make_priors  # imports this module: only here, when a fit runs
+
+    ok, tail, forced = make_priors.fit(trace, out, "cpu-2core", log)
+    if not ok:
+        raise SystemExit(f"banditk fit failed (see {log}):\n{tail}")
+    return {"fit_forced": forced, "fit_log_tail": tail}
 
 
 def register_profiles(trace: Path) -> dict:

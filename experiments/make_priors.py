@@ -62,7 +62,7 @@ ROWS = [
 #: Rows whose weights leave no KV cache at the simulator's default 90% memory utilisation:
 #: the operator raises vLLM's --gpu-memory-utilization to this. Step-3.7-Flash in 4 bits
 #: (106 GB) on Strix Halo (112 GB) keeps 3.7 GB of KV cache at 0.98 (~27k tokens), so at
-#: concurrency 48 the cache is nearly full and the KV-pressure term is exercised.
+#: concurrency 48 the cache runs full and vLLM preempts.
 MEMORY_UTILIZATION = {("mtp-step-step3.7-flash", "strix-halo"): 0.98}
 TRACE_PHASES = (1, 2, 4, 8, 16, 32, 64)
 EVAL_PHASES = ((0, 2), (6000, 12), (13000, 48))  # (at step, concurrency) over 20,000 steps
