@@ -181,6 +181,14 @@ class SufficientStats:
             float(_array(reg.get("prefill_pp", 0.0), (), f"{where}.regression.prefill_pp")),
             *(_array(mixed.get(key), cell_shape, f"{where}.mixed_cells.{key}") for key in MIXED_KEYS),
         )
+        # Feature 0 is the constant 1 and every feature is >= 0: the Gram matrix's first row
+        # holds the weight and the feature sums. A file that breaks this would scale the
+        # latency model by ~1/0.
+        if abs(out.reg_xtx[0, 0] - out.reg_n) > 1e-6 * max(1.0, out.reg_n) or np.any(out.reg_xtx[0] < 0):
+            raise PriorFormatError(
+                f"`{where}.regression.xtx` must have first row >= 0 starting with `n`={out.reg_n!r} "
+                f"(feature 0 is the constant 1), got {out.reg_xtx[0].tolist()!r}."
+            )
         _check_cells(out.cell_n, out.cell_sum, out.cell_sumsq, f"{where}.cells")
         _check_cells(out.mix_n, out.mix_sum, out.mix_sumsq, f"{where}.mixed_cells")
         _check_cells(out.mix_n, out.mix_p, out.mix_pp, f"{where}.mixed_cells", ("sum_p", "sum_pp"))
@@ -189,13 +197,17 @@ class SufficientStats:
 
 def _check_cells(n: np.ndarray, s: np.ndarray, ss: np.ndarray, where: str,
                  names: tuple[str, str] = ("sum_s", "sum_sq_s2")) -> None:
-    # sum y^2 >= (sum y)^2 / n (Cauchy-Schwarz), with room for rounding.
+    # sum y^2 >= (sum y)^2 / n (Cauchy-Schwarz), with room for rounding; a square that
+    # overflows is infinite, so the check fails instead of raising.
     safe_n = np.where(n > 0, n, 1.0)
-    bad = ss * (1 + 1e-9) + 1e-12 < s**2 / safe_n
+    with np.errstate(over="ignore", invalid="ignore"):
+        bad = ss * (1 + 1e-9) + 1e-12 < s**2 / safe_n
     if np.any(bad):
         b, k = (int(i) for i in np.argwhere(bad)[0])
+        with np.errstate(over="ignore"):
+            bound = float(s[b, k]) ** 2 / float(safe_n[b, k]) if abs(s[b, k]) < 1e150 else float("inf")
         raise PriorFormatError(
-            f"`{where}` at bucket {b}, K={k} is inconsistent: {names[1]}={ss[b, k]!r} < {names[0]}^2/n={s[b, k] ** 2 / safe_n[b, k]!r}."
+            f"`{where}` at bucket {b}, K={k} is inconsistent: {names[1]}={ss[b, k]!r} < {names[0]}^2/n={bound!r}."
         )
     bad = (n == 0) & (s != 0)
     if np.any(bad):

@@ -214,6 +214,23 @@ def test_inconsistent_cell_statistics_are_refused(tmp_path, prior_doc):
         load_prior(write(tmp_path, prior_doc))
 
 
+def test_regression_statistics_that_disagree_with_their_weight_are_refused(tmp_path, prior_doc):
+    # Found by atheris: xtx all zero with n = 5 once scaled the latency model by 1/1e-300.
+    reg = prior_doc["stats"]["regression"]
+    reg["xtx"] = [[0.0] * 4 for _ in range(4)]
+    reg["n"] = 5.0
+    with pytest.raises(PriorFormatError, match=r"`stats.regression.xtx` must have first row >= 0 starting with `n`=5.0"):
+        load_prior(write(tmp_path, prior_doc))
+
+
+def test_cell_sums_too_large_to_square_are_refused_not_raised(tmp_path, prior_doc):
+    cells = prior_doc["stats"]["cells"]
+    cells["n"][0][0], cells["sum_s"][0][0], cells["sum_sq_s2"][0][0] = 1.0, 1.3407807929942597e154, 1.0
+    with pytest.raises(PriorFormatError, match=r"`stats.cells` at bucket 0, K=0 is inconsistent"):
+        with np.errstate(over="raise"):
+            load_prior(write(tmp_path, prior_doc))
+
+
 def test_nan_in_json_is_refused(tmp_path, prior_doc):
     text = json.dumps(prior_doc).replace('"strength_cap": ', '"strength_cap": NaN, "x": ', 1)
     with pytest.raises(PriorFormatError, match="JSON constant NaN is not allowed"):
