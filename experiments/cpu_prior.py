@@ -105,19 +105,10 @@ def scenario(seed: int, noise_cv: float = 0.1, profile: str = PROFILE) -> dict:
 
 
 def regret_run(prior_path: Path | None, seed: int, noise_cv: float, profile: str = PROFILE, steps: int = 20000) -> dict:
-    from banditk.config import GovernorConfig
-    from banditk.governor import BanditGovernor
-    from banditk.priorfile import load_prior
-    from banditk.sim.engine import Simulator
+    import make_priors  # imports this module: only here
     from banditk.sim.scenario import parse_scenario
 
-    scn = parse_scenario(scenario(seed, noise_cv, profile))
-    prior = load_prior(prior_path, drafter_class="draft_model", k_max=K_MAX) if prior_path else None
-    gov = BanditGovernor(GovernorConfig(drafter_class="draft_model", k_max=K_MAX, seed=seed), prior)
-    trace, _ = Simulator(scn, gov, seed=seed, speculation=True, dynamic=True).run(steps)
-    gap = np.cumsum(trace.oracle_tokens - trace.expected_tokens)
-    total = float(np.sum(trace.oracle_tokens))
-    return {"regret_fraction": float(gap[-1] / total), "curve": (gap[:: steps // 200] / total).tolist()}
+    return make_priors.governed_regret(parse_scenario(scenario(seed, noise_cv, profile)), prior_path, seed, steps)
 
 
 def main(argv=None) -> int:
@@ -176,16 +167,12 @@ def plot(report: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
+    import make_priors
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    x = np.linspace(0, 20000, len(report["curves"]["flat"]))
-    ax.plot(x, 100 * np.array(report["curves"]["flat"]), label="flat prior")
-    ax.plot(x, 100 * np.array(report["curves"]["prior"]), label="prior from vLLM-CPU telemetry")
-    ax.set_title(f"{NAME} on the calibrated CPU profile (C = 1 -> 4 -> 16)", fontsize=9)
-    ax.set_xlabel("step")
-    ax.set_ylabel("cum. regret, % of oracle tokens")
-    ax.grid(alpha=0.3)
+    make_priors.plot_curves(ax, report["curves"], f"{NAME} on the calibrated CPU profile (C = 1 -> 4 -> 16)",
+                            "prior from vLLM-CPU telemetry")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -122,14 +122,21 @@ def fit(trace: Path, out: Path, hardware: str, log: Path) -> tuple[bool, str, bo
 
 def regret_run(row, hardware: str, prior_path: Path | None, seed: int, steps: int = 20000,
                governor_config: dict | None = None) -> dict:
-    from banditk.sim.engine import Simulator
     from banditk.sim.scenario import parse_scenario
 
     scn = parse_scenario(scenario(row, hardware, steps, EVAL_PHASES, seed))
-    prior = load_prior(prior_path, drafter_class=row[1], k_max=row[3]) if prior_path else None
-    cfg = GovernorConfig.from_dict({**(governor_config or {}), "drafter_class": row[1], "k_max": row[3], "seed": seed})
-    gov = BanditGovernor(cfg, prior)
-    trace, _ = Simulator(scn, gov, seed=seed, speculation=True, dynamic=True).run(steps)
+    return governed_regret(scn, prior_path, seed, steps, governor_config)
+
+
+def governed_regret(scn, prior_path: Path | None, seed: int, steps: int, governor_config: dict | None = None) -> dict:
+    """Bandit (flat, or from ``prior_path``) on a scenario: regret fraction against the
+    oracle over ``steps`` steps, and its cumulative curve at 200 points."""
+    from banditk.sim.engine import Simulator
+
+    prior = load_prior(prior_path, drafter_class=scn.drafter_class, k_max=scn.k_max) if prior_path else None
+    cfg = GovernorConfig.from_dict({**(governor_config or {}), "drafter_class": scn.drafter_class,
+                                    "k_max": scn.k_max, "seed": seed})
+    trace, _ = Simulator(scn, BanditGovernor(cfg, prior), seed=seed, speculation=True, dynamic=True).run(steps)
     gap = np.cumsum(trace.oracle_tokens - trace.expected_tokens)
     total = float(np.sum(trace.oracle_tokens))
     return {"regret_fraction": float(gap[-1] / total), "curve": (gap[:: steps // 200] / total).tolist()}
@@ -210,19 +217,24 @@ def plot(report: dict, path: Path) -> None:
     cols = 4
     fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(16, 3.2 * ((n + cols - 1) // cols)), squeeze=False)
     for ax, r in zip(axes.flat, rows):
-        x = np.linspace(0, 20000, len(r["curves"]["flat"]))
-        ax.plot(x, 100 * np.array(r["curves"]["flat"]), label="flat prior")
-        ax.plot(x, 100 * np.array(r["curves"]["prior"]), label="shipped prior")
-        ax.set_title(f"{r['row']} / {r['hardware']}", fontsize=9)
-        ax.set_xlabel("step")
-        ax.set_ylabel("cum. regret, % of oracle tokens")
-        ax.grid(alpha=0.3)
+        plot_curves(ax, r["curves"], f"{r['row']} / {r['hardware']}", "shipped prior")
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_curves(ax, curves: dict, title: str, prior_label: str, steps: int = 20000) -> None:
+    """Cumulative regret of the flat and the prior run on one axis."""
+    x = np.linspace(0, steps, len(curves["flat"]))
+    ax.plot(x, 100 * np.array(curves["flat"]), label="flat prior")
+    ax.plot(x, 100 * np.array(curves["prior"]), label=prior_label)
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("step")
+    ax.set_ylabel("cum. regret, % of oracle tokens")
+    ax.grid(alpha=0.3)
 
 
 if __name__ == "__main__":

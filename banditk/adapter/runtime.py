@@ -58,6 +58,9 @@ class GovernorRuntime:
         self.drafter_class = settings.drafter_class_for()
         self.fallback_k = settings.effective_fallback_k
         self.dynamic_k = dynamic_k
+        # The next step's prompt tokens cost a pass over the queue each step: only for a
+        # policy that reads them.
+        self._wants_prefill_hint = bool(getattr(getattr(policy, "config", None), "prefill_aware", False))
         self.clock = clock
         # Call durations use the real monotonic clock: ``clock`` may be a test's broken one.
         self.breaker = SlowCallBreaker(settings.slow_call_ms / 1e3)
@@ -151,7 +154,8 @@ class GovernorRuntime:
         try:
             ctx = StepContext(num_decoding=num_decoding, k_max=self.k_max, drafter_class=self.drafter_class,
                               kv_usage=kv, queue_len=queue, num_scheduled=len(scheduler_output.num_scheduled_tokens),
-                              prefill_tokens=vllm_compat.next_step_prefill_tokens(scheduler, scheduler_output))
+                              prefill_tokens=vllm_compat.next_step_prefill_tokens(scheduler, scheduler_output)
+                              if self._wants_prefill_hint else 0)
             decision = self.policy.select(ctx)
         except Exception as e:
             self._error("select", e)
