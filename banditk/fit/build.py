@@ -15,13 +15,15 @@ combined with the cell's own observed mean where the trace has one. Cells are fi
 for the buckets the trace visited and the K range it tried (the governor's regression,
 seeded with the fitted weights, covers the rest: no extrapolation is written as data).
 Acceptance pseudo-counts are the trace's successes and failures; the regression
-statistics are pseudo-data whose least-squares solution is the fitted weights.
+statistics are pseudo-data whose least-squares solution is the four-feature model closest
+to the fit (:func:`governor_regression`).
 Everything is capped at the strength, as the governor would on load.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import nnls
 
 from ..buckets import bucket_of
 from ..latency_model import features_rows
@@ -65,9 +67,25 @@ def prior_stats(data: FitData, posterior: Posterior, edges: tuple[int, ...], str
             stats.cell_n[b, k] = n
             stats.cell_sum[b, k] = n * m
             stats.cell_sumsq[b, k] = n * (m * m + s2)
-    x = features_rows(g.batch, g.k)
-    w_mean = posterior.weights.mean(axis=0)
-    stats.reg_xtx = (x * g.n[:, None]).T @ x
-    stats.reg_xty = stats.reg_xtx @ w_mean
+    stats.reg_xtx, stats.reg_xty, _ = governor_regression(g, posterior)
     stats.reg_n = float(g.n.sum())
     return stats.capped(float(strength))
+
+
+def governor_regression(groups, posterior: Posterior) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fit as the governor's four-feature regression: ``X^T N X``, ``X^T N mu`` and its weights.
+
+    ``mu`` is the fitted mean step time of each (B, K) group the trace measured and ``N``
+    its step count: pseudo-data whose least-squares solution is the closest four-feature
+    model to the fit over the trace's own steps. Where the fit has only the four features,
+    that is its weights exactly; with optional terms (an MoE or compute-knee term), their
+    best linear stand-in, since the online model has no such terms.
+    """
+    g = groups
+    x = features_rows(g.batch, g.k)
+    mu = posterior.predict(g.batch, g.k).mean(axis=0)
+    xtx = (x * g.n[:, None]).T @ x
+    xty = (x * g.n[:, None]).T @ mu
+    r = np.sqrt(g.n)
+    w, _ = nnls(x * r[:, None], mu * r)
+    return xtx, xty, w

@@ -20,7 +20,10 @@ Fit a Bayesian model of step time and acceptance to step traces (the vLLM adapte
 telemetry log, or simulator traces in the same format) and write a prior file.
 
 Model: the interpretable latency model t(B,K) = w_fixed + w_verify_token*B*(K+1)
-+ w_draft_forward*max(K,1) + w_draft_token*B*max(K,1) with positive weights, noise
++ w_draft_forward*max(K,1) + w_draft_token*B*max(K,1) with positive weights, plus, where
+the trace shows them (chosen by BIC), a per-request term w*B, an MoE-expert term
+w*(1 - exp(-n^gamma/s)) and a compute term past the roofline's ridge w*max(0, n - n0),
+n = B*(K+1) tokens verified (--no-shape-terms: the four linear features only); noise
 proportional to the mean, and a per-(B,K) misfit term; per-position acceptance has
 closed-form Beta posteriors. Steps are aggregated per (B, K) first, so large traces fit
 in seconds. Inference is NUTS (r-hat, effective sample size) or SVI (ELBO trace).
@@ -73,6 +76,8 @@ def add_fit_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     p.add_argument("--warmup", type=int, default=400, help="NUTS warmup steps per chain (default 400)")
     p.add_argument("--samples", type=int, default=400, help="NUTS draws kept per chain (default 400)")
     p.add_argument("--svi-steps", type=int, default=6000, help="most SVI steps (default 6000)")
+    p.add_argument("--no-shape-terms", action="store_true",
+                   help="fit the four linear features only (no per-request, MoE-expert or compute-knee term)")
     p.add_argument("--report", type=Path, default=None,
                    help="also write the diagnostics, PPC table and ELBO trace here as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -100,7 +105,7 @@ def run_fit(args: argparse.Namespace) -> int:
                              k_max=args.k_max, hardware=args.hardware, drafter_class=args.drafter_class,
                              seed=args.seed, chains=args.chains, warmup=args.warmup, samples=args.samples,
                              svi_max_steps=args.svi_steps, thresholds=Thresholds(max_ppc_error=args.max_ppc_error),
-                             progress=not args.no_progress)
+                             shape_terms=not args.no_shape_terms, progress=not args.no_progress)
     except FitInputError as e:
         raise FitInputError(f"{e} (check the command-line options)") from None
     result = fit(args.traces, options)
@@ -128,12 +133,17 @@ def run_fit(args: argparse.Namespace) -> int:
 
 
 def _diagnostics_text(result) -> str:
-    from ..latency_model import FEATURES
-
     d = result.diagnostics
+    shape = result.posterior.shape
+    names = shape.names
     w, sd = result.posterior.weights.mean(axis=0), result.posterior.weights.std(axis=0)
-    lines = ["latency weights (posterior mean +- sd):"]
-    for j, name in enumerate(FEATURES):
+    choice = d["latency_shape"]
+    lines = [f"latency model: {shape.summary()}"]
+    if "rms_rel_error_linear" in choice:
+        lines.append(f"  (chosen by BIC: rms relative error {100 * choice['rms_rel_error_chosen']:.2f}% against "
+                     f"{100 * choice['rms_rel_error_linear']:.2f}% with the four linear features alone)")
+    lines.append("latency weights (posterior mean +- sd):")
+    for j, name in enumerate(names):
         extra = ""
         if d["method"] == "nuts":
             extra = f"  r-hat {d['rhat'][name]:.3f}  ESS {d['ess'][name]:.0f}"
@@ -154,8 +164,8 @@ def _diagnostics_text(result) -> str:
     a = result.acceptance
     lines.append("acceptance per position (mean [95% interval]): "
                  + "  ".join(f"{m:.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in zip(a.mean, a.lo, a.hi)))
-    if d["design_rank"] < len(FEATURES):
-        lines.append(f"note: the traces pin down only {d['design_rank']} of {len(FEATURES)} weight combinations "
+    if d["design_rank"] < len(names):
+        lines.append(f"note: the traces pin down only {d['design_rank']} of {len(names)} weight combinations "
                      "(too few distinct B and K); the rest come from the prior")
     return "\n".join(lines)
 

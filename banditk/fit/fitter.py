@@ -22,11 +22,12 @@ from ..prior import DrafterKey, Prior, now_iso
 from ..priorfile import save_prior
 from . import data as data_mod
 from .acceptance import AcceptanceFit, fit_acceptance
-from .build import prior_stats
+from .build import governor_regression, prior_stats
 from .diagnostics import Thresholds, nuts_failures, ppc_failures, svi_failures
 from .errors import DiagnosticsFailedError, FitInputError
 from .model import MODEL_NAME, MODEL_SUMMARY, Posterior, model_inputs, single_thread
 from .ppc import PpcResult, posterior_predictive
+from .shape import LatencyShape, choose_shape
 
 METHODS = ("auto", "nuts", "svi")
 #: ``--method auto`` uses NUTS up to this many steps and SVI above. The fit's cost does
@@ -58,6 +59,8 @@ class FitOptions:
     warmup: int = 400
     samples: int = 400
     svi_max_steps: int = 6000
+    shape_terms: bool = True
+    """Add the per-request, MoE-expert and compute-knee terms where BIC asks for them (banditk.fit.shape)."""
     thresholds: Thresholds = field(default_factory=Thresholds)
     progress: bool = True
 
@@ -136,7 +139,9 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
             f"the traces hold {len(groups)} distinct (B, K) pairs; the latency model has {len(FEATURES)} weights, "
             f"so it needs at least {len(FEATURES)} (vary the batch size and K)."
         )
-    inputs = model_inputs(groups)
+    shape, shape_choice = choose_shape(groups.batch, groups.k, groups.n, groups.mean) if options.shape_terms \
+        else (LatencyShape(), None)
+    inputs = model_inputs(groups, shape)
     method = choose_method(options.method, data.steps)
     th = options.thresholds
     elbo = None
@@ -144,7 +149,7 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
         from .nuts import run_nuts
 
         with single_thread():
-            r = run_nuts(inputs, FEATURES, chains=options.chains, warmup=options.warmup, samples=options.samples,
+            r = run_nuts(inputs, shape.names, chains=options.chains, warmup=options.warmup, samples=options.samples,
                          seed=options.seed, progress=options.progress)
         posterior = r.posterior
         draws = r.chains * r.samples
@@ -169,6 +174,7 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
     failures += ppc_failures(ppc.median_rel_error, th)
     diagnostics["ppc"] = ppc.to_dict()
     diagnostics["design_rank"] = inputs.design_rank
+    diagnostics["latency_shape"] = shape_choice or {"shape": shape.to_dict()}
     acceptance = fit_acceptance(data.acc_successes, data.acc_failures)
     prior = _prior(data, posterior, acceptance, options, method, diagnostics, failures)
     return FitResult(prior, posterior, acceptance, ppc, method, diagnostics, failures,
@@ -196,6 +202,7 @@ def _prior(data: data_mod.FitData, posterior: Posterior, acceptance: AcceptanceF
                      draft_model=_str(drafter.get("draft_model")), hardware=hardware)
     stats = prior_stats(data, posterior, options.bucket_edges, options.strength)
     w = posterior.weights
+    _, _, governor_weights = governor_regression(data.groups, posterior)
     provenance = {
         "source": "fit",
         "inputs": data.inputs,
@@ -207,7 +214,10 @@ def _prior(data: data_mod.FitData, posterior: Posterior, acceptance: AcceptanceF
         "diagnostics": diagnostics,
         "diagnostics_passed": not failures,
         "diagnostics_failures": list(failures),
-        "latency_weights_sd": [float(v) for v in w.std(axis=0)],
+        # The fit's own terms; the prior's latency_model.weights are their four-feature stand-in.
+        "latency_fit": {"features": list(posterior.shape.names), "shape": posterior.shape.to_dict(),
+                        "summary": posterior.shape.summary(),
+                        "weights": [float(v) for v in w.mean(axis=0)], "weights_sd": [float(v) for v in w.std(axis=0)]},
         "noise_cv": round(float(np.mean(posterior.cv)), 6),
         "misfit_delta": round(float(np.mean(posterior.delta)), 6),
         "acceptance": acceptance.to_dict(),
@@ -218,7 +228,7 @@ def _prior(data: data_mod.FitData, posterior: Posterior, acceptance: AcceptanceF
         "seed": options.seed,
     }
     return Prior(key, data.k_max, tuple(options.bucket_edges), stats, float(options.strength),
-                 w.mean(axis=0), provenance)
+                 governor_weights, provenance)
 
 
 def _first(headers: list[dict], name: str) -> str:

@@ -6,7 +6,8 @@ For the steps of one (B, K) group g (n_g steps, mean ybar_g, squared deviations 
     w_j     = u_j * scale_j                 scale_j: the weight that alone would explain the mean step time
     cv      ~ HalfNormal(0.5)               step-time noise sd = cv * mean (noise grows with t)
     delta   ~ HalfNormal(0.1)               relative misfit of the parametric form per (B, K)
-    mu_g    = x(B_g, K_g) . w               the interpretable model (banditk.latency_model)
+    mu_g    = x(B_g, K_g) . w               the interpretable model (banditk.latency_model), plus the
+                                            optional terms of the trace's shape (banditk.fit.shape)
     sigma_g = cv * ybar_g                   noise sd, proportional to the (observed) mean step time
     ybar_g  ~ Normal(mu_g, sqrt(sigma_g^2 / n_g + (delta ybar_g)^2))
     m2_g    ~ Gamma((n_g - 1) / 2, rate = 1 / (2 sigma_g^2))    (m2 / sigma^2 ~ chi^2(n - 1))
@@ -23,7 +24,7 @@ is wrong the weights' uncertainty widens instead of collapsing onto a wrong answ
 (the posterior predictive check then says how wrong). Priors are weakly informative and
 scaled to the data, so the same model fits a CPU box at 100 ms per step and a GPU at 5 ms.
 
-Coordinates. Inference sees one vector ``theta`` = (v_1..v_4, log cv, d) with
+Coordinates. Inference sees one vector ``theta`` = (v_1..v_p, log cv, d) with
 ``u = s softplus(v / s)`` and ``delta = s_d softplus(d / s_d)``; the priors are carried over
 with their Jacobians, so the posterior is the same. A log transform, Pyro's default for
 positive sites, turns a weight whose posterior touches 0 (a small drafted-token cost, a
@@ -44,18 +45,21 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import nnls
 
-from ..latency_model import FEATURES, features_rows
+from ..latency_model import FEATURES
 from .data import StepGroups
+from .shape import LatencyShape
 
-#: Name and version of the model, recorded in a prior's provenance.
-MODEL_NAME = "banditk.fit.step_time/v1"
-MODEL_SUMMARY = ("t(B,K) = w . [1, B(K+1), max(K,1), B max(K,1)]; w_j = u_j scale_j, u_j ~ HalfNormal(1); "
+#: Name and version of the model, recorded in a prior's provenance. v2: optional
+#: per-request, MoE-expert and compute-knee terms (banditk.fit.shape).
+MODEL_NAME = "banditk.fit.step_time/v2"
+MODEL_SUMMARY = ("t(B,K) = w . [1, B(K+1), max(K,1), B max(K,1), optional B, 1-exp(-n^gamma/s), max(0, n-n0)], "
+                 "n = B(K+1), optional terms and their shape chosen by BIC; w_j = u_j scale_j, u_j ~ HalfNormal(1); "
                  "noise sd = cv * observed group mean, cv ~ HalfNormal(0.5); per-(B,K) relative misfit delta ~ HalfNormal(0.1); "
                  "likelihood on per-(B,K) mean and scatter")
 #: Scale of the HalfNormal priors on cv and delta.
 CV_PRIOR_SCALE = 0.5
 DELTA_PRIOR_SCALE = 0.1
-#: Length of ``theta``: the 4 weights, log cv, delta's coordinate.
+#: Length of ``theta`` for the four base features: the weights, log cv, delta's coordinate.
 DIM = len(FEATURES) + 2
 
 
@@ -64,14 +68,15 @@ class ModelInputs:
     """What the model conditions on, as numpy arrays.
 
     Attributes:
-        x: (groups, 4) latency-model features of each group.
+        x: (groups, p) latency-model features of each group (``shape.rows``).
         n, mean, m2: the groups' statistics (see :class:`~banditk.fit.data.StepGroups`).
-        scale: (4,) prior scale of each weight (s per unit of feature).
-        soft: (4,) width ``s`` of the softplus coordinate of each ``u`` (see the module docstring).
-        init_u: (4,) starting point of ``u`` (a non-negative least-squares fit).
+        scale: (p,) prior scale of each weight (s per unit of feature).
+        soft: (p,) width ``s`` of the softplus coordinate of each ``u`` (see the module docstring).
+        init_u: (p,) starting point of ``u`` (a non-negative least-squares fit).
         init_cv: starting point of ``cv``.
         soft_delta: width of the softplus coordinate of ``delta`` (a tenth of the typical
             relative standard error of a group mean).
+        shape: the optional terms ``x`` holds.
     """
 
     x: np.ndarray
@@ -83,20 +88,30 @@ class ModelInputs:
     init_u: np.ndarray
     init_cv: float
     soft_delta: float = 1e-3
+    shape: LatencyShape = LatencyShape()
 
     @property
     def num_groups(self) -> int:
         return int(self.n.size)
 
     @property
+    def num_weights(self) -> int:
+        return int(self.x.shape[1])
+
+    @property
+    def dim(self) -> int:
+        """Length of ``theta``: the weights, log cv, delta's coordinate."""
+        return self.num_weights + 2
+
+    @property
     def design_rank(self) -> int:
-        """Rank of the feature matrix: below 4, some weights are known only through their prior."""
+        """Rank of the feature matrix: below p, some weights are known only through their prior."""
         return int(np.linalg.matrix_rank(self.x / np.maximum(np.abs(self.x).max(axis=0), 1e-300)))
 
 
-def model_inputs(groups: StepGroups) -> ModelInputs:
+def model_inputs(groups: StepGroups, shape: LatencyShape = LatencyShape()) -> ModelInputs:
     """Features, weight scales, coordinates and a starting point for inference."""
-    x = features_rows(groups.batch, groups.k)
+    x = shape.rows(groups.batch, groups.k)
     n, ybar = groups.n, groups.mean
     t_mean = float(n @ ybar / n.sum())
     x_mean = (n @ x) / n.sum()
@@ -111,12 +126,12 @@ def model_inputs(groups: StepGroups) -> ModelInputs:
     cv = float(np.sqrt(np.sum(groups.m2 / mu**2) / dof)) if dof > 0 else 0.1
     cv = float(np.clip(cv, 1e-3, 2.0))
     # Standard errors of u from the weighted Gram matrix (the prior keeps it invertible).
-    gram = (xs * (n / (cv * mu) ** 2)[:, None]).T @ xs + np.eye(len(FEATURES))
+    gram = (xs * (n / (cv * mu) ** 2)[:, None]).T @ xs + np.eye(x.shape[1])
     se = np.sqrt(np.diag(np.linalg.inv(gram)))
     soft = np.clip(0.1 * se, 1e-6, 0.1)
     init_u = np.maximum(u0, soft)
     soft_delta = float(np.clip(0.1 * np.median(cv / np.sqrt(n)), 1e-6, 0.01))
-    return ModelInputs(x, n, ybar, groups.m2, scale, soft, init_u, cv, soft_delta)
+    return ModelInputs(x, n, ybar, groups.m2, scale, soft, init_u, cv, soft_delta, shape)
 
 
 def weights_from_u(u: np.ndarray, inputs: ModelInputs) -> np.ndarray:
@@ -140,7 +155,8 @@ def _log_joint(theta, x, n, ybar, m2, soft, soft_delta):
     import torch
     from torch.nn.functional import logsigmoid, softplus
 
-    v, log_cv, d = theta[..., :4], theta[..., 4], theta[..., 5]
+    p = x.shape[-1]
+    v, log_cv, d = theta[..., :p], theta[..., p], theta[..., p + 1]
     u = soft * softplus(v / soft)
     cv, delta = torch.exp(log_cv), soft_delta * softplus(d / soft_delta)
     half = 0.5 * math.log(2.0 / math.pi)
@@ -168,10 +184,11 @@ def step_time_model(x, n, ybar, m2, soft, soft_delta, mode=None, chol=None) -> N
     import pyro
     import pyro.distributions as dist
 
+    dim = x.shape[-1] + 2
     if mode is None:
-        theta = pyro.sample("theta", dist.ImproperUniform(dist.constraints.real, (), (DIM,)))
+        theta = pyro.sample("theta", dist.ImproperUniform(dist.constraints.real, (), (dim,)))
     else:
-        e = pyro.sample("e", dist.ImproperUniform(dist.constraints.real, (), (DIM,)))
+        e = pyro.sample("e", dist.ImproperUniform(dist.constraints.real, (), (dim,)))
         theta = mode + chol @ e
     log_prior, mu, sigma, sd_mean, several, conc = _log_joint(theta, x, n, ybar, m2, soft, soft_delta)
     pyro.factor("prior", log_prior)
@@ -237,11 +254,13 @@ def laplace(inputs: ModelInputs) -> tuple[np.ndarray, np.ndarray]:
 
 
 def from_theta(theta: np.ndarray, inputs: ModelInputs) -> "Posterior":
-    """Draws of ``theta`` (..., 6) as a :class:`Posterior`."""
-    theta = np.asarray(theta).reshape(-1, DIM)
+    """Draws of ``theta`` (..., p + 2) as a :class:`Posterior`."""
+    p = inputs.num_weights
+    theta = np.asarray(theta).reshape(-1, p + 2)
     s, sd = inputs.soft, inputs.soft_delta
-    u = s * np.logaddexp(0.0, theta[:, :4] / s)
-    return Posterior(weights_from_u(u, inputs), np.exp(theta[:, 4]), sd * np.logaddexp(0.0, theta[:, 5] / sd))
+    u = s * np.logaddexp(0.0, theta[:, :p] / s)
+    return Posterior(weights_from_u(u, inputs), np.exp(theta[:, p]), sd * np.logaddexp(0.0, theta[:, p + 1] / sd),
+                     inputs.shape)
 
 
 @dataclass(frozen=True)
@@ -249,18 +268,20 @@ class Posterior:
     """Draws from the posterior (numpy), however they were obtained.
 
     Attributes:
-        weights: (draws, 4) latency weights, s per unit of feature.
+        weights: (draws, p) latency weights, s per unit of feature (``shape.names``).
         cv: (draws,) relative step-time noise.
         delta: (draws,) relative per-(B, K) misfit of the parametric form.
+        shape: the optional terms the weights belong to.
     """
 
     weights: np.ndarray
     cv: np.ndarray
     delta: np.ndarray
+    shape: LatencyShape = LatencyShape()
 
     def predict(self, batch: np.ndarray, k: np.ndarray) -> np.ndarray:
         """(draws, rows) mean step time at paired arrays of B and K."""
-        return self.weights @ features_rows(batch, k).T
+        return self.weights @ self.shape.rows(batch, k).T
 
 
 

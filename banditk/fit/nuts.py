@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import DIM, ModelInputs, Posterior, from_theta, laplace, potential
+from .model import ModelInputs, Posterior, from_theta, laplace, potential
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def run_nuts(inputs: ModelInputs, names: tuple[str, ...], *, chains: int = 2, wa
 
     Args:
         inputs: the aggregated data.
-        names: names of the 4 weights, for the diagnostics.
+        names: names of the weights (``inputs.shape.names``), for the diagnostics.
         chains: number of chains (>= 2 for a meaningful r-hat).
         warmup: adaptation steps per chain.
         samples: kept draws per chain.
@@ -72,7 +72,7 @@ def run_nuts(inputs: ModelInputs, names: tuple[str, ...], *, chains: int = 2, wa
     for _ in range(chains):
         # Overdispersed starts, two posterior standard deviations off in every direction:
         # r-hat can only see non-convergence if the chains start apart.
-        e0 = torch.as_tensor(rng.normal(0.0, 2.0, size=DIM))
+        e0 = torch.as_tensor(rng.normal(0.0, 2.0, size=inputs.dim))
         with torch.random.fork_rng():
             torch.manual_seed(int(rng.integers(2**31)))
             kernel = NUTS(potential_fn=whitened, max_tree_depth=8, target_accept_prob=0.85)

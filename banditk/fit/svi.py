@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import DIM, ModelInputs, Posterior, as_tensors, from_theta, laplace, step_time_model
+from .model import ModelInputs, Posterior, as_tensors, from_theta, laplace, step_time_model
 
 #: Default convergence tolerances (see the module docstring).
 REL_TOL = 1e-6
@@ -99,7 +99,7 @@ def run_svi(inputs: ModelInputs, *, max_steps: int = 6000, min_steps: int = 600,
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         pyro.clear_param_store()
-        guide = AutoMultivariateNormal(step_time_model, init_loc_fn=init_to_value(values={"e": torch.zeros(DIM, dtype=torch.float64)}),
+        guide = AutoMultivariateNormal(step_time_model, init_loc_fn=init_to_value(values={"e": torch.zeros(inputs.dim, dtype=torch.float64)}),
                                        init_scale=1.0)
         optim = ClippedAdam({"lr": lr, "lrd": 0.1 ** (1.0 / max_steps), "clip_norm": 10.0})
         svi = SVI(step_time_model, guide, optim, Trace_ELBO(num_particles=particles))

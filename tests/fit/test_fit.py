@@ -130,9 +130,12 @@ def test_stalled_steps_do_not_pull_the_weights(tmp_path):
 
 @pytest.fixture(scope="module")
 def jump_trace(tmp_path_factory):
-    """A step in cost the model cannot express: step time x1.6 from B = 24 (a cudagraph size jump)."""
+    """A step in cost the model cannot express: step time x0.6 from B = 24 (a faster kernel from
+    that batch size on). Every term is non-decreasing in B, so no weights follow a drop. (A jump
+    up, x1.6, is no longer a test of this: the compute-knee term bends to it, to 3.9% median
+    error, with 31% left in the worst cell.)"""
     path = tmp_path_factory.mktemp("jump") / "jump.jsonl"
-    return write_trace(path, TRUTH, 2000, seed=5, step_factor=lambda b, k: 1.6 if b >= 24 else 1.0)
+    return write_trace(path, TRUTH, 2000, seed=5, step_factor=lambda b, k: 0.6 if b >= 24 else 1.0)
 
 
 def test_wrong_model_fails_the_ppc_and_is_refused_without_force(jump_trace, tmp_path):
@@ -149,7 +152,7 @@ def test_wrong_model_fails_the_ppc_and_is_refused_without_force(jump_trace, tmp_
     assert p.provenance["diagnostics"]["ppc"]["median_rel_error"] > 0.05
     # The forced prior's cells still follow the data where the trace measured them.
     b64 = p.stats.cell_sum[11] / p.stats.cell_n[11]  # bucket 11: B = 64..95
-    assert np.allclose(b64, 1.6 * TRUTH.mean_step_s(64), rtol=0.03)
+    assert np.allclose(b64, 0.6 * TRUTH.mean_step_s(64), rtol=0.03)
 
 
 def test_cli_exits_1_and_writes_nothing_when_diagnostics_fail(jump_trace, tmp_path, capsys):
