@@ -30,8 +30,8 @@ in seconds. Inference is NUTS (r-hat, effective sample size) or SVI (ELBO trace)
 
 The posterior predictive check compares observed and predicted mean step time per
 (bucket, K). The prior is NOT written when a check fails (r-hat > 1.05, ESS < 100,
-divergences > 1%%, SVI not converged, or median relative PPC error > --max-ppc-error)
-unless --force; the command then exits 1 with the reason. Needs the `fit` extra
+divergences > 1%% even after a rerun at a smaller step size, SVI not converged, or
+median relative PPC error > --max-ppc-error) unless --force; the command then exits 1 with the reason. Needs the `fit` extra
 (pip install 'banditk[fit]').
 """
 
@@ -154,7 +154,7 @@ def _diagnostics_text(result) -> str:
         lines.append(f"  {name:<16} {x.mean():10.5f}    +- {x.std():.5f}{extra}")
     if d["method"] == "nuts":
         lines.append(f"NUTS: {d['chains']} chains x {d['samples_per_chain']} draws ({d['warmup']} warmup), "
-                     f"{d['divergences']} divergences")
+                     f"{d['divergences']} divergences (target acceptance {d['target_accept']})")
     else:
         e = result.elbo
         marks = [int(i) for i in np.linspace(0, e.size - 1, min(8, e.size))]

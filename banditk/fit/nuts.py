@@ -27,10 +27,11 @@ class NutsResult:
 
     Attributes:
         posterior: the draws of all chains together.
-        rhat: split r-hat per parameter (the 4 weights, ``cv``, ``delta``).
+        rhat: split r-hat per parameter (the weights, ``cv``, ``delta``).
         ess: effective sample size over all chains, per parameter.
         divergences: divergent transitions after warmup, over all chains.
         chains, warmup, samples: the run's shape (samples per chain).
+        target_accept: the step-size adaptation's target acceptance it ran at.
     """
 
     posterior: Posterior
@@ -40,10 +41,11 @@ class NutsResult:
     chains: int
     warmup: int
     samples: int
+    target_accept: float = 0.85
 
 
 def run_nuts(inputs: ModelInputs, names: tuple[str, ...], *, chains: int = 2, warmup: int = 400, samples: int = 400,
-             seed: int = 0, progress: bool = True) -> NutsResult:
+             seed: int = 0, progress: bool = True, target_accept: float = 0.85) -> NutsResult:
     """Sample the posterior with NUTS (dense mass matrix: the weights are correlated).
 
     Args:
@@ -54,6 +56,8 @@ def run_nuts(inputs: ModelInputs, names: tuple[str, ...], *, chains: int = 2, wa
         samples: kept draws per chain.
         seed: seeds each chain's start jitter and sampler (the global torch generator is restored afterwards).
         progress: show Pyro's progress bar (stderr).
+        target_accept: the step-size adaptation's target acceptance; higher means smaller
+            steps (fewer divergences where the posterior bends, e.g. weights at 0, and slower).
     """
     import torch
     from pyro.infer import MCMC, NUTS
@@ -75,7 +79,7 @@ def run_nuts(inputs: ModelInputs, names: tuple[str, ...], *, chains: int = 2, wa
         e0 = torch.as_tensor(rng.normal(0.0, 2.0, size=inputs.dim))
         with torch.random.fork_rng():
             torch.manual_seed(int(rng.integers(2**31)))
-            kernel = NUTS(potential_fn=whitened, max_tree_depth=8, target_accept_prob=0.85)
+            kernel = NUTS(potential_fn=whitened, max_tree_depth=8, target_accept_prob=target_accept)
             mcmc = MCMC(kernel, num_samples=samples, warmup_steps=warmup, num_chains=1, initial_params={"e": e0},
                         disable_progbar=not progress)
             mcmc.run()
@@ -92,7 +96,7 @@ def run_nuts(inputs: ModelInputs, names: tuple[str, ...], *, chains: int = 2, wa
         xt = torch.as_tensor(x)
         rhat[name] = _finite(float(split_gelman_rubin(xt, chain_dim=0, sample_dim=1)), 1.0)
         ess[name] = _finite(float(effective_sample_size(xt, chain_dim=0, sample_dim=1)), 0.0)
-    return NutsResult(post, rhat, ess, int(divergences), chains, warmup, samples)
+    return NutsResult(post, rhat, ess, int(divergences), chains, warmup, samples, target_accept)
 
 
 def _finite(v: float, fallback: float) -> float:

@@ -219,3 +219,21 @@ def test_help_explains_and_importing_the_cli_does_not_import_torch(capsys):
     for flag in ("--method", "--force", "--strength", "--bucket-edges", "--k-max", "--hardware", "--drafter-class",
                  "posterior predictive", "NUTS", "SVI"):
         assert flag in text
+
+
+def test_nuts_reruns_at_a_smaller_step_when_it_diverges(trace, monkeypatch):
+    """Too many divergences at the default target acceptance: one rerun at the higher target,
+    whose result (and target) the diagnostics report."""
+    import banditk.fit.nuts as nuts
+
+    real, calls = nuts.run_nuts, []
+
+    def diverging_first(inputs, names, **kw):
+        calls.append(kw["target_accept"])
+        r = real(inputs, names, **kw)
+        return r if len(calls) > 1 else type(r)(**{**r.__dict__, "divergences": 500})
+
+    monkeypatch.setattr(nuts, "run_nuts", diverging_first)
+    r = fit([trace], FitOptions(method="nuts", **QUICK))
+    assert calls == [0.85, 0.95]
+    assert r.diagnostics["target_accept"] == 0.95 and r.diagnostics["divergences"] < 500 and r.ok, r.failures
