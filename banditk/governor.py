@@ -9,10 +9,15 @@ Each step it draws acceptance and step times from the posterior, scores goodput
 G(K) = B * E(K) / t(bucket, K) for every K (optionally discounting deep K near a full
 KV cache), gives the current K a relative bonus (the switching cost) and picks the best.
 
-A step that also computes a prompt chunk teaches a decode cell only its decode share.
-With ``prefill_aware`` such steps have cells of their own (step time and chunk size) and
-their own K: B * E(K) - G* * t_mixed(K, P), with G* the best decode-only goodput drawn
-for the bucket, as the simulator's oracle scores such a step.
+A step that also computes a prompt chunk teaches a decode cell only its decode share,
+and such steps have cells of their own (step time and chunk size). Where a bucket's steps
+come next to chunks, one K serves both kinds of step, so K is scored over their mix, as
+the simulator's oracle scores a step: B * E(K) - G* * ((1 - f) t(K) + f t_mixed(K, P)),
+with G* the best decode-only goodput drawn for the bucket, f the bucket's share of steps
+next to a chunk and P their mean chunk size. (K that is best for decode-only steps can
+be worse for the mix: a chunk reads the MoE experts anyway, so drafts next to it cost less,
+or pushes a dense model past its compute ridge, so they cost more.) With
+``prefill_aware`` a step next to a chunk gets its own K instead: B * E(K) - G* * t_mixed(K, P).
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ _OUTLIER_MIN_N = 3.0
 _MIXED_PRIOR_COUNT = 2.0
 #: Taking the prefill share out never leaves less than this fraction of a step.
 _PREFILL_FLOOR = 0.3
+#: Per-step decay of a bucket's running share of steps next to a prompt chunk and of their
+#: mean chunk size: a window of ~200 steps, the oracle's.
+_MIXED_SHARE_DECAY = 1.0 - 1.0 / 200.0
 
 
 class BanditGovernor:
@@ -92,6 +100,9 @@ class BanditGovernor:
         self.prev_k = -1
         self.prev_bucket = -1
         self._mixed_draw_due = True  # see _select_mixed
+        # Per bucket: running share of observed steps next to a prompt chunk, and their mean chunk size.
+        self._mixed_share = np.zeros(nb)
+        self._mixed_chunk = np.zeros(nb)
         self._held = 0
         self._epoch = config.decision_interval
         self._candidate_bucket, self._candidate_steps = -1, 0
@@ -140,12 +151,7 @@ class BanditGovernor:
             return Decision(k=self.prev_k, bucket=bucket, num_decoding=batch, step_id=self.steps)
         self._held = 0
         self._mixed_draw_due = True  # a new decode decision: the next step next to a chunk may explore
-        scale = batch / self._batch_ratio(batch, bucket)
-        scores = self._sample_tokens_per_s(bucket) * scale
-        if kv_pressed:
-            scores *= self._kv_factor(context.kv_usage)
-        if self.prev_k >= 0:
-            scores[self.prev_k] *= 1.0 + cfg.switch_penalty
+        scores = self._scores(bucket, batch, self._kv_factor(context.kv_usage) if kv_pressed else 1.0)
         k = int(np.argmax(scores))
         if self.prev_k >= 0 and k != self.prev_k:
             self.switches += 1
@@ -153,7 +159,7 @@ class BanditGovernor:
         # clear favourite, doubles the next epoch; a switch or a new bucket goes back to short ones.
         if not (k == self.prev_k and same_bucket and not kv_pressed):
             self._epoch = cfg.decision_interval
-        elif self._epoch < cfg.max_decision_interval and self._prob_current_best(bucket, scale) >= cfg.settle_confidence:
+        elif self._epoch < cfg.max_decision_interval and self._prob_current_best(bucket, batch) >= cfg.settle_confidence:
             self._epoch = min(2 * self._epoch, cfg.max_decision_interval)
         self.prev_k, self.prev_bucket = k, bucket
         self.k_counts[k] += 1
@@ -285,14 +291,14 @@ class BanditGovernor:
             # tells little about K, and crediting it fully biased cells toward slow steps.
             weight = min(1.0, (decode_s / t) ** 2)
             t = max(t - self._prefill_price * prefill, _PREFILL_FLOOR * decode_s)
+            # Such steps have cells of their own (whole step time and chunk size).
+            t_all, p_ = float(outcome.step_duration_s), float(prefill)
+            for arr, v in ((data.mix_n, 1.0), (data.mix_sum, t_all), (data.mix_sumsq, t_all * t_all),
+                           (data.mix_p, p_), (data.mix_pp, p_ * p_), (data.mix_tp, t_all * p_)):
+                arr[bucket, k] = arr[bucket, k] * gamma + v
             if cfg.prefill_aware:
-                # Such steps have cells of their own (whole step time and chunk size); the
-                # decode cells keep decode-only steps.
+                # Their K is chosen apart, so the decode cells keep decode-only steps.
                 mixed_cell = True
-                t_all, p_ = float(outcome.step_duration_s), float(prefill)
-                for arr, v in ((data.mix_n, 1.0), (data.mix_sum, t_all), (data.mix_sumsq, t_all * t_all),
-                               (data.mix_p, p_), (data.mix_pp, p_ * p_), (data.mix_tp, t_all * p_)):
-                    arr[bucket, k] = arr[bucket, k] * gamma + v
                 self._pending.append((float(decision.num_decoding), k, t, weight))
         if t >= _MIN_OBSERVED_STEP_S and not mixed_cell:  # shorter is a broken clock, not a step
             # Each cell is an exponentially weighted window over its own observations;
@@ -310,6 +316,12 @@ class BanditGovernor:
             self._pending.append((float(decision.num_decoding), k, t, weight))
             if self._scale_pending:
                 self._refresh_latency_model()
+        if t >= _MIN_OBSERVED_STEP_S:
+            share, chunk = self._mixed_share, self._mixed_chunk
+            share[bucket] = _MIXED_SHARE_DECAY * share[bucket] + (1.0 - _MIXED_SHARE_DECAY) * (1.0 if prefill else 0.0)
+            if prefill:
+                chunk[bucket] = (_MIXED_SHARE_DECAY * chunk[bucket] + (1.0 - _MIXED_SHARE_DECAY) * prefill
+                                 if chunk[bucket] > 0 else float(prefill))
         self.observations += 1
         if self.observations % cfg.regression_refresh == 0:
             self._refresh_latency_model()
@@ -348,12 +360,6 @@ class BanditGovernor:
             p.cell_sumsq[bucket] + d.cell_sumsq[bucket],
         )
 
-    def _sample_tokens_per_s(self, bucket: int, draws: int | None = None) -> np.ndarray:
-        """Thompson draws of E(K) / t(bucket, K) for K = 0..K_max: one (shape [K+1]) or
-        ``draws`` of them (shape [draws, K+1])."""
-        tokens, t = self._sample_tokens_and_times(bucket, draws)
-        return tokens / t
-
     def _sample_tokens_and_times(self, bucket: int, draws: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Thompson draws of E(K) and of the decode-only t(bucket, K), K = 0..K_max.
 
@@ -371,14 +377,39 @@ class BanditGovernor:
         t = mn + np.sqrt(self._post_b[bucket] / (g[..., 2 * km :] * self._post_k[bucket])) * rng.standard_normal(lead + (km + 1,))
         return tokens, np.maximum(t, _MIN_STEP_S)
 
-    def _prob_current_best(self, bucket: int, scale, draws: int = 32) -> float:
-        """Share of ``draws`` posterior draws in which the current K (with its switching bonus) wins.
+    def _prob_current_best(self, bucket: int, batch: int, draws: int = 32) -> float:
+        """Share of ``draws`` posterior draws in which the current K (with its switching bonus) wins."""
+        return float(np.mean(np.argmax(self._scores(bucket, batch, 1.0, draws), axis=-1) == self.prev_k))
 
-        ``scale`` is the per-K goodput factor that :meth:`select` applies to a draw.
+    def _scores(self, bucket: int, batch: int, kv_factor, draws: int | None = None) -> np.ndarray:
+        """Thompson scores of K = 0..K_max at ``batch`` (one draw, or ``draws`` rows), with the
+        current K's switching bonus; ``kv_factor`` discounts deep K near a full cache.
+
+        Goodput B E(K) / t(K) where the bucket's steps are all decode-only. Where some come
+        next to a prompt chunk (share f, mean chunk P), the oracle's score of the mix:
+        B E(K) - G* ((1 - f) t(K) + f t_mixed(K, P)), G* the draw's best decode-only goodput,
+        the bonus a ``switch_penalty`` share of the current K's tokens, as in _select_mixed.
         """
-        scores = self._sample_tokens_per_s(bucket, draws) * scale
-        scores[:, self.prev_k] *= 1.0 + self.config.switch_penalty
-        return float(np.mean(np.argmax(scores, axis=1) == self.prev_k))
+        cfg = self.config
+        tokens, t = self._sample_tokens_and_times(bucket, draws)
+        tokens = tokens * batch * kv_factor
+        t = t * self._batch_ratio(batch, bucket)
+        share = float(self._mixed_share[bucket])
+        prev = self.prev_k
+        if cfg.prefill_aware or share <= 0.0 or not (self._prior_stats.mix_n[bucket] + self.data.mix_n[bucket]).any():
+            scores = tokens / t
+            if prev >= 0:
+                scores[..., prev] *= 1.0 + cfg.switch_penalty
+            return scores
+        mn, kn, an, bn = self.mixed_step_posterior(bucket, float(self._mixed_chunk[bucket]), batch)
+        lead = () if draws is None else (draws,)
+        t_mixed = np.maximum(mn + np.sqrt(bn / (gamma_variates(self._rng, np.broadcast_to(an, lead + an.shape)) * kn))
+                             * self._rng.standard_normal(lead + (cfg.k_max + 1,)), _MIN_STEP_S)
+        rate = np.max(tokens / t, axis=-1, keepdims=True)
+        scores = tokens - rate * ((1.0 - share) * t + share * t_mixed)
+        if prev >= 0:
+            scores[..., prev] += cfg.switch_penalty * tokens[..., prev]
+        return scores
 
     def _update_posterior_cache(self) -> None:
         """Recompute the cached posterior parameters of every cell and position."""
@@ -542,6 +573,8 @@ class BanditGovernor:
             "prev_k": self.prev_k,
             "prev_bucket": self.prev_bucket,
             "mixed_draw_due": self._mixed_draw_due,
+            "mixed_share": self._mixed_share.tolist(),
+            "mixed_chunk": self._mixed_chunk.tolist(),
             "held": self._held,
             "epoch": self._epoch,
             "candidate_bucket": self._candidate_bucket,
@@ -561,6 +594,9 @@ class BanditGovernor:
         self._rng.bit_generator.state = state["rng"]
         self.prev_k, self.prev_bucket = int(state["prev_k"]), int(state["prev_bucket"])
         self._mixed_draw_due = bool(state.get("mixed_draw_due", True))
+        nb = cfg.num_buckets  # absent in snapshots written before K was scored over the mix
+        self._mixed_share = np.array(state.get("mixed_share", [0.0] * nb), dtype=float)
+        self._mixed_chunk = np.array(state.get("mixed_chunk", [0.0] * nb), dtype=float)
         self._held = int(state["held"])
         self._epoch = int(state.get("epoch", self.config.decision_interval))
         self._candidate_bucket, self._candidate_steps = int(state["candidate_bucket"]), int(state["candidate_steps"])

@@ -253,6 +253,14 @@ def _checked_state(state: dict, config: GovernorConfig) -> dict:
     epoch = state.get("epoch", 1)  # absent in snapshots written before epochs doubled
     if isinstance(epoch, bool) or not isinstance(epoch, int) or not 1 <= epoch <= 1_000_000:
         raise PriorFormatError(f"`epoch` must be an integer in [1, 1000000], got {epoch!r}.")
+    for key, hi in (("mixed_share", 1.0), ("mixed_chunk", 1e9)):  # absent before K was scored over the mix
+        v = state.get(key, [0.0] * nb)
+        try:
+            arr = np.asarray(v, dtype=float)
+        except (TypeError, ValueError):
+            raise PriorFormatError(f"`{key}` must be numbers, got {v!r}.") from None
+        if arr.shape != (nb,) or not np.all((arr >= 0) & (arr <= hi)):
+            raise PriorFormatError(f"`{key}` must be {nb} numbers in [0, {hi:g}], got {v!r}.")
     price = state.get("prefill_price", 0.0)
     if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0.0 <= price < 1e6:
         raise PriorFormatError(f"`prefill_price` must be a finite number of seconds >= 0, got {price!r}.")

@@ -56,9 +56,9 @@ def test_switching_penalty_cuts_switches_on_a_tied_stream():
 def test_epochs_double_once_settled_and_a_bucket_change_resamples(truth):
     g = gov(seed=2)
     draws = []
-    sample = g._sample_tokens_per_s
+    score = g._scores
     # Count the decisions (one draw each), not the confidence checks (many draws).
-    g._sample_tokens_per_s = lambda bucket, n=None: (n is None and draws.append(g.steps), sample(bucket, n))[1]
+    g._scores = lambda bucket, batch, kv, n=None: (n is None and draws.append(g.steps), score(bucket, batch, kv, n))[1]
     run_stream(g, truth, [16] * 4000, seed=2)
     late = [s for s in draws if s > 2000]
     # Fixed epochs of 8 would sample 250 times in these 2,000 steps; settled epochs reach 32.
@@ -210,6 +210,24 @@ def test_steps_next_to_a_prompt_chunk_get_their_own_k(truth):
     g = gov(seed=3)
     ks, mixed = _mixed_stream(g, truth, 6000, seed=3)
     assert np.mean(ks[late][mixed[late]] == 1) < 0.2
+
+
+def test_one_k_for_a_bucket_is_chosen_for_its_mix_of_steps(truth):
+    # Decode-only steps are best at K=2, but every 4th step also carries a chunk next to which
+    # each draft costs 2 ms more. One K serves both: over the mix, at the oracle's score, K=1
+    # earns 6% more than K=2 (K=2 for decode-only steps alone). The old objective, goodput
+    # of decode-only steps, held K=2.
+    assert truth.best_k(8) == 2
+    g = gov(seed=5)
+    ks, mixed = _mixed_stream(g, truth, 6000, seed=5, per_draft_s=2e-3)
+    late = slice(3000, None)
+    assert np.mean(ks[late] == 1) >= 0.9, np.bincount(ks[late])
+    assert 0.2 < g._mixed_share[g.prev_bucket] < 0.3
+    assert switches(ks[late]) <= 6  # one K for both kinds of step: no switching between them
+    # No chunks: decode-only goodput, as before.
+    g = gov(seed=5)
+    ks, _ = _mixed_stream(g, truth, 3000, seed=5, chunk=0, per_draft_s=0.0)
+    assert np.mean(ks[1500:] == 2) >= 0.9 and g._mixed_share.max() == 0
 
 
 def test_k_next_to_chunks_of_different_sizes_are_compared_at_the_same_size():

@@ -36,7 +36,8 @@ def test_snapshot_restore_continues_with_the_same_decisions(tmp_path):
     assert np.allclose(g.data.cell_sum, restored.data.cell_sum)
 
 
-def test_snapshot_restore_continues_identically_with_steps_next_to_prompt_chunks(tmp_path):
+@pytest.mark.parametrize("prefill_aware", [True, False])
+def test_snapshot_restore_continues_identically_with_steps_next_to_prompt_chunks(tmp_path, prefill_aware):
     def run(g, steps, seed):
         rng, ks = np.random.default_rng(seed), []
         for i in range(steps):
@@ -47,12 +48,15 @@ def test_snapshot_restore_continues_identically_with_steps_next_to_prompt_chunks
             ks.append(d.k)
         return ks
 
-    g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=3, prefill_aware=True))
+    g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=3, prefill_aware=prefill_aware))
     run(g, 701, seed=1)
     save_snapshot(tmp_path / "snap.json", g)
     restored = load_snapshot(tmp_path / "snap.json")
     assert run(g, 600, seed=2) == run(restored, 600, seed=2)
-    assert g.mixed_steps == restored.mixed_steps > 0
+    assert g.mixed_steps == restored.mixed_steps
+    assert (g.mixed_steps > 0) == prefill_aware
+    # The bucket's share of steps next to a chunk (a third here) travels with the snapshot.
+    assert np.allclose(g._mixed_share, restored._mixed_share) and 0.25 < g._mixed_share.max() < 0.42
 
 
 def test_snapshot_of_a_governor_with_a_prior_keeps_the_prior(tmp_path):
@@ -287,6 +291,13 @@ def test_snapshot_with_corrupt_state_is_refused(tmp_path):
     doc["governor"]["state"]["prev_k"] = 17
     with pytest.raises(PriorFormatError, match=r"`prev_k` must be an integer in \[-1, 4\], got 17"):
         governor_from_snapshot(doc)
+    doc = snapshot_dict(trained(seed=1, steps=100))
+    doc["governor"]["state"]["mixed_share"] = [1.5] * 16
+    with pytest.raises(PriorFormatError, match=r"`mixed_share` must be 16 numbers in \[0, 1\], got \[1.5"):
+        governor_from_snapshot(doc)
+    doc = snapshot_dict(trained(seed=1, steps=100))
+    del doc["governor"]["state"]["mixed_share"], doc["governor"]["state"]["mixed_chunk"]
+    assert governor_from_snapshot(doc)._mixed_share.sum() == 0  # written before K was scored over the mix
     doc = snapshot_dict(trained(seed=1, steps=100))
     doc["governor"]["state"]["rng"] = {"bit_generator": "PCG64", "state": "x"}
     with pytest.raises(PriorFormatError, match="`rng` is not a valid PCG64 state"):
