@@ -222,7 +222,8 @@ class Sleepy(RecordingPolicy):
 
 
 def test_slow_governor_is_bypassed_with_fallback_k_and_logged_once(caplog):
-    rt = make_runtime(Sleepy(0.004), fallback_k=1, slow_call_ms=1)
+    # 50 ms calls against a 10 ms budget: far apart, so a loaded machine does not blur them.
+    rt = make_runtime(Sleepy(0.05), fallback_k=1, slow_call_ms=10)
     sch = FakeScheduler()
     sch.add("a", 4, 4)
     with caplog.at_level("ERROR", logger="vllm.banditk"):
@@ -238,8 +239,10 @@ def test_slow_governor_is_bypassed_with_fallback_k_and_logged_once(caplog):
 
 
 def test_governor_that_recovers_is_called_again_after_the_bypass():
-    pol = Sleepy(0.004)
-    rt = make_runtime(pol, fallback_k=1, slow_call_ms=1)
+    pol = Sleepy(0.05)
+    # A recovered call (no sleep) is ~0.1 ms: a 10 ms budget holds it on a loaded machine,
+    # where 1 ms did not (a scheduler preemption is longer).
+    rt = make_runtime(pol, fallback_k=1, slow_call_ms=10)
     sch = FakeScheduler()
     sch.add("a", 4, 4)
     decode_steps(rt, sch, rt.breaker.strikes)
