@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from banditk.atomic import atomic_write_text  # noqa: E402
+from banditk.buckets import DEFAULT_BUCKET_EDGES  # noqa: E402
 from banditk.config import GovernorConfig  # noqa: E402
 from banditk.errors import BanditkError  # noqa: E402
 from banditk.governor import BanditGovernor  # noqa: E402
@@ -64,8 +65,14 @@ ROWS = [
 #: (106 GB) on Strix Halo (112 GB) keeps 3.7 GB of KV cache at 0.98 (~27k tokens), so at
 #: concurrency 48 the cache runs full and vLLM preempts.
 MEMORY_UTILIZATION = {("mtp-step-step3.7-flash", "strix-halo"): 0.98}
-TRACE_PHASES = (1, 2, 4, 8, 16, 32, 64)
+#: Concurrency of the trace's phases: every bucket's lower edge up to 128, so the trace
+#: visits every batch-size bucket there. Cells of a bucket the trace never visits are left
+#: to the latency model, whose linear form misses the roofline's bend: on DFlash/GB10 it
+#: put t(48, K=6) at 217 ms where the step takes 166 ms, and the prior held K=3 at C=12.
+TRACE_PHASES = tuple(e for e in DEFAULT_BUCKET_EDGES if e <= 128)
 EVAL_PHASES = ((0, 2), (6000, 12), (13000, 48))  # (at step, concurrency) over 20,000 steps
+#: Steps of each trace phase.
+STEPS_PER_PHASE = 1000
 
 
 def scenario(row, hardware: str, steps: int, phases, seed: int) -> dict:
@@ -142,59 +149,162 @@ def governed_regret(scn, prior_path: Path | None, seed: int, steps: int, governo
     return {"regret_fraction": float(gap[-1] / total), "curve": (gap[:: steps // 200] / total).tolist()}
 
 
+def phase_slices(steps: int = 20000) -> list[slice]:
+    """The evaluation scenario's load phases as step ranges."""
+    starts = [at for at, _ in EVAL_PHASES] + [steps]
+    return [slice(a, b) for a, b in zip(starts, starts[1:])]
+
+
+def best_fixed_per_phase(expected: np.ndarray, oracle: np.ndarray, phases: list[slice]) -> dict:
+    """Regret of the best fixed K of each load phase, in hindsight.
+
+    ``expected`` and ``oracle`` are (K, steps): each fixed-K run's expected tokens and the
+    oracle's tokens in that run's step times. A governor that keeps one K per bucket can
+    at best pick each phase's best K, so this is its floor; the rest of the oracle's lead
+    comes from changing K between steps of one load (next to a prompt chunk).
+
+    >>> e = np.array([[1.0, 1.0, 2.0, 2.0], [2.0, 2.0, 1.0, 1.0]])
+    >>> best_fixed_per_phase(e, np.full((2, 4), 2.0), [slice(0, 2), slice(2, 4)])
+    {'regret_fraction': 0.0, 'k': [1, 0]}
+    """
+    gap, total, ks = 0.0, 0.0, []
+    for ph in phases:
+        g = oracle[:, ph].sum(axis=1) - expected[:, ph].sum(axis=1)
+        k = int(np.argmin(g / oracle[:, ph].sum(axis=1)))
+        gap, total = gap + float(g[k]), total + float(oracle[k, ph].sum())
+        ks.append(k)
+    return {"regret_fraction": gap / total, "k": ks}
+
+
+def fixed_k_floor(row, hardware: str, seed: int = 0, steps: int = 20000) -> dict:
+    """:func:`best_fixed_per_phase` on the evaluation scenario (one run per K)."""
+    from banditk.policies.static import FixedPolicy
+    from banditk.sim.engine import Simulator
+    from banditk.sim.scenario import parse_scenario
+
+    k_max = row[3]
+    expected, oracle = np.zeros((k_max + 1, steps)), np.zeros((k_max + 1, steps))
+    for k in range(k_max + 1):
+        scn = parse_scenario(scenario(row, hardware, steps, EVAL_PHASES, seed))
+        trace, _ = Simulator(scn, FixedPolicy(k, k_max=k_max), seed=seed, speculation=True, dynamic=True).run(steps)
+        expected[k], oracle[k] = trace.expected_tokens, trace.oracle_tokens
+    return best_fixed_per_phase(expected, oracle, phase_slices(steps))
+
+
+def fit_row(job) -> dict:
+    """Stage 1 for one (row, hardware): record its trace and fit its prior."""
+    row, hw, out = job
+    name = f"{row[0]}-{hw}"
+    entry = {}
+    try:
+        trace = out / "traces" / f"{name}.jsonl"
+        entry["trace_steps"] = record_trace(row, hw, trace, STEPS_PER_PHASE)
+        ok, tail, forced = fit(trace, ROOT / "priors" / f"{name}.json", hw, out / "traces" / f"{name}.fit.log")
+        entry["fit_ok"], entry["fit_forced"] = ok, forced
+        if not ok or forced:
+            entry["fit_diagnostics"] = tail
+    except (BanditkError, ValueError) as e:
+        entry["error"] = f"{type(e).__name__}: {e}"
+    return entry
+
+
+def regret_row(job) -> dict:
+    """Stage 2 for one (row, hardware): flat, shipped and other-box prior; the fixed-K floor."""
+    row, hw, seeds, gc = job
+    entry = {}
+    prior_path = ROOT / "priors" / f"{row[0]}-{hw}.json"
+    if not prior_path.exists():
+        return entry
+    try:
+        flat = [regret_run(row, hw, None, s, governor_config=gc) for s in range(seeds)]
+        shipped = [regret_run(row, hw, prior_path, s, governor_config=gc) for s in range(seeds)]
+        entry["regret_flat"] = float(np.median([r["regret_fraction"] for r in flat]))
+        entry["regret_prior"] = float(np.median([r["regret_fraction"] for r in shipped]))
+        entry["curves"] = {"flat": flat[0]["curve"], "prior": shipped[0]["curve"]}
+        entry["pass_flat"] = entry["regret_flat"] <= 0.03
+        entry["pass_prior"] = entry["regret_prior"] <= 0.01
+        other_hw = {"gb10": "strix-halo", "strix-halo": "gb10"}.get(hw)
+        other = ROOT / "priors" / f"{row[0]}-{other_hw}.json"
+        if other_hw and other.exists():
+            cross = [regret_run(row, hw, other, s, governor_config=gc) for s in range(seeds)]
+            entry["regret_other_hardware_prior"] = float(np.median([r["regret_fraction"] for r in cross]))
+        floor = fixed_k_floor(row, hw)
+        entry["regret_best_fixed_k_per_phase"], entry["best_fixed_k_per_phase"] = floor["regret_fraction"], floor["k"]
+    except (BanditkError, ValueError) as e:
+        entry["error"] = f"{type(e).__name__}: {e}"
+    return entry
+
+
+def run_stage(fn, jobs: list, names: list[str], workers: int, done) -> list[dict]:
+    """``fn`` over ``jobs`` in ``workers`` processes; ``done(i, name, result)`` as each finishes."""
+    results: list[dict | None] = [None] * len(jobs)
+    if workers <= 1:
+        for i, job in enumerate(jobs):
+            results[i] = fn(job)
+            done(i, names[i], results[i])
+        return results
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(fn, job): i for i, job in enumerate(jobs)}
+        for f in as_completed(futures):
+            i = futures[f]
+            results[i] = f.result()
+            done(i, names[i], results[i])
+    return results
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", default=None, help="comma-separated row names (default: all)")
     p.add_argument("--hardware", default=None, help="comma-separated; default: each row's own (see ROWS)")
-    p.add_argument("--steps-per-phase", type=int, default=1000)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--skip-fit", action="store_true", help="reuse priors/ and only run the regret check")
     p.add_argument("--resume", action="store_true", help="rows whose prior exists are not fitted again")
+    p.add_argument("--jobs", type=int, default=1, help="rows run in this many processes at once (each fit and "
+                   "simulation is single-threaded; the report is the same)")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "priors")
     p.add_argument("--governor-config", type=json.loads, default={}, metavar="JSON",
                    help='governor hyperparameters for the regret check, e.g. \'{"prefill_aware": true}\'')
     args = p.parse_args()
+    if args.jobs < 1:
+        p.error(f"--jobs must be at least 1, got {args.jobs}")
     gc = args.governor_config
     rows = [r for r in ROWS if args.rows is None or r[0] in args.rows.split(",")]
     (args.out / "traces").mkdir(parents=True, exist_ok=True)
     report = {"experiment": "shipped priors: fit from simulator traces, regret flat vs prior (EVALUATION.md)",
               "thresholds": {"flat": 0.03, "prior": 0.01}, "governor_config": gc, "rows": []}
-    t0 = time.monotonic()
     todo = [(r, h) for r in rows for h in (r[5] if args.hardware is None else args.hardware.split(","))]
-    for i, (row, hw) in enumerate(todo, 1):
-        name = f"{row[0]}-{hw}"
-        entry = {"row": row[0], "class": row[1], "model": row[2], "hardware": hw}
-        prior_path = ROOT / "priors" / f"{name}.json"
-        try:
-            if not args.skip_fit and not (args.resume and prior_path.exists()):
-                trace = args.out / "traces" / f"{name}.jsonl"
-                entry["trace_steps"] = record_trace(row, hw, trace, args.steps_per_phase)
-                ok, tail, forced = fit(trace, prior_path, hw, args.out / "traces" / f"{name}.fit.log")
-                entry["fit_ok"], entry["fit_forced"] = ok, forced
-                if not ok or forced:
-                    entry["fit_diagnostics"] = tail
-            if prior_path.exists():
-                flat = [regret_run(row, hw, None, s, governor_config=gc) for s in range(args.seeds)]
-                shipped = [regret_run(row, hw, prior_path, s, governor_config=gc) for s in range(args.seeds)]
-                entry["regret_flat"] = float(np.median([r["regret_fraction"] for r in flat]))
-                entry["regret_prior"] = float(np.median([r["regret_fraction"] for r in shipped]))
-                entry["curves"] = {"flat": flat[0]["curve"], "prior": shipped[0]["curve"]}
-                entry["pass_flat"] = entry["regret_flat"] <= 0.03
-                entry["pass_prior"] = entry["regret_prior"] <= 0.01
-                other_hw = {"gb10": "strix-halo", "strix-halo": "gb10"}.get(hw)
-                other = ROOT / "priors" / f"{row[0]}-{other_hw}.json"
-                if other_hw and other.exists():
-                    cross = [regret_run(row, hw, other, s, governor_config=gc) for s in range(args.seeds)]
-                    entry["regret_other_hardware_prior"] = float(np.median([r["regret_fraction"] for r in cross]))
-        except (BanditkError, ValueError) as e:
-            entry["error"] = f"{type(e).__name__}: {e}"
-        report["rows"].append(entry)
-        atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")  # progress survives a stop
-        el = time.monotonic() - t0
-        print(f"[{i}/{len(todo)}] {name}: " + (entry.get("error") or
-              f"fit {'ok' if entry.get('fit_ok', True) else 'FAILED'}{' (forced)' if entry.get('fit_forced') else ''}; regret flat {entry.get('regret_flat', float('nan')):.4f}"
-              f" prior {entry.get('regret_prior', float('nan')):.4f}") + f"  (~{el / i * (len(todo) - i) / 60:.0f} min left)",
-              flush=True)
+    names = [f"{r[0]}-{h}" for r, h in todo]
+    report["rows"] = [{"row": r[0], "class": r[1], "model": r[2], "hardware": h} for r, h in todo]
+    t0 = time.monotonic()
+
+    def progress(stage: str, total: int):
+        count = [0]
+
+        def done(i: int, name: str, result: dict) -> None:
+            count[0] += 1
+            report["rows"][i].update(result)
+            atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")  # progress survives a stop
+            el = time.monotonic() - t0
+            e = report["rows"][i]
+            what = e.get("error") or (
+                f"fit {'ok' if e.get('fit_ok') else 'FAILED'}{' (forced)' if e.get('fit_forced') else ''}" if stage == "fit"
+                else f"regret flat {e.get('regret_flat', float('nan')):.4f} prior {e.get('regret_prior', float('nan')):.4f}"
+                     f" (fixed-K floor {e.get('regret_best_fixed_k_per_phase', float('nan')):.4f})")
+            print(f"[{stage} {count[0]}/{total}] {name}: {what}  ({el / 60:.0f} min so far)", flush=True)
+
+        return done
+
+    # Stage 1 fits every prior first: stage 2's other-box check reads the other box's new prior.
+    fit_jobs = [(r, h, args.out) for r, h in todo
+                if not args.skip_fit and not (args.resume and (ROOT / "priors" / f"{r[0]}-{h}.json").exists())]
+    fit_names = [f"{r[0]}-{h}" for r, h, _ in fit_jobs]
+    fitted = run_stage(fit_row, fit_jobs, fit_names, args.jobs, progress("fit", len(fit_jobs)))
+    for name, result in zip(fit_names, fitted):
+        report["rows"][names.index(name)].update(result)
+    regret_jobs = [(r, h, args.seeds, gc) for r, h in todo]
+    run_stage(regret_row, regret_jobs, names, args.jobs, progress("regret", len(todo)))
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     plot(report, args.out / "regret_curves.png")
     print(f"wrote {args.out / 'report.json'}")
