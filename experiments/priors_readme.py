@@ -11,6 +11,17 @@ from banditk.atomic import atomic_write_text  # noqa: E402
 from banditk.priorfile import read_json  # noqa: E402
 
 
+def _terms(shape: dict | None) -> str:
+    if not shape:
+        return "(fitted before v2: none)"
+    parts = ["B"] if shape.get("per_request") else []
+    if shape.get("moe"):
+        parts.append(f"MoE({shape['moe']['gamma']:g}, {shape['moe']['scale_tokens']:.3g})")
+    if shape.get("knee_tokens") is not None:
+        parts.append(f"knee {shape['knee_tokens']:.4g}")
+    return ", ".join(parts) or "none"
+
+
 def main() -> int:
     report = {}
     rp = ROOT / "results" / "priors" / "report.json"
@@ -41,9 +52,12 @@ def main() -> int:
         regret = (f"{100 * r['regret_flat']:.2f}% / {100 * r['regret_prior']:.2f}%"
                   if "regret_prior" in r else "not measured")
         forced = "yes (PPC failed)" if prov.get("forced") or r.get("fit_forced") else "no"
+        terms = _terms(prov.get("latency_fit", {}).get("shape"))
+        ppc = prov.get("diagnostics", {}).get("ppc", {}).get("median_rel_error")
+        ppc = "-" if ppc is None else f"{100 * ppc:.1f}%"
         src = f"{prov.get('source', 'fit')} ({prov.get('method', '?')}) of {prov.get('steps', '?')} {prov.get('trace_source', '')} steps"
         rows.append(f"| `{p.name}` | {d['class']} | {d.get('target_model') or '-'} | {d.get('hardware') or '-'} "
-                    f"| {src} "
+                    f"| {src} | {terms} | {ppc} "
                     f"| {str(prov.get('fitted', prov.get('created', '')))[:10]} | {forced} | {regret} |")
     text = f"""# Shipped priors
 
@@ -57,13 +71,18 @@ telemetry{cpu_cross}). Step-3.7-Flash in 4 bits on Strix Halo assumes
 A deployment replaces them by fitting its own telemetry. Parameters never transfer across drafter classes (loading a
 prior of another class is refused); a prior of other hardware is accepted, as a prior.
 
-| file | class | target | hardware | source | date | fit forced | regret over 20k steps, flat / this prior |
-|---|---|---|---|---|---|---|---|
+| file | class | target | hardware | source | latency terms beyond the linear four | PPC error | date | fit forced | regret over 20k steps, flat / this prior |
+|---|---|---|---|---|---|---|---|---|---|
 {chr(10).join(rows)}
 
-"Fit forced": the simulator's roofline (max of memory and compute time, MoE experts touched)
-is not linear in the latency model's features, so the posterior predictive check failed and
-the prior was written with `--force`; its cells carry the measured per-(bucket, K) means.
+"Latency terms": what `banditk fit` added to the four linear features because the trace
+needed them (chosen by BIC, `banditk/fit/shape.py`): `B` a per-request cost, `MoE(gamma, s)`
+the routed experts read, `1 - exp(-n^gamma / s)` of them for n = B(K+1) tokens verified,
+`knee n0` compute past the roofline's ridge at n0 tokens. The governor's own online model
+keeps the four linear features; the prior gives it their closest stand-in, and cells carry the
+fitted means. "PPC error": the median relative error of the fitted mean step time per
+(bucket, K) against the trace's; "fit forced": a check failed and the prior was written with
+`--force`.
 {aware}
 ## Make your own
 
