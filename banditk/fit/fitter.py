@@ -81,6 +81,8 @@ class FitOptions:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise FitInputError(f"`{name}` must be an integer >= {lo}, got {v!r}.")
+        if not isinstance(self.shape_terms, bool):
+            raise FitInputError(f"`shape_terms` must be true or false, got {self.shape_terms!r}.")
         if self.k_max is not None and (isinstance(self.k_max, bool) or not isinstance(self.k_max, int)
                                        or not 1 <= self.k_max <= 64):
             raise FitInputError(f"`k_max` must be an integer in [1, 64], got {self.k_max!r}.")

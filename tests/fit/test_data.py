@@ -90,7 +90,8 @@ def test_no_paths_and_bad_k_max_name_the_argument(tmp_path):
      ({"strength": -1.0}, r"`strength` must be a positive number of observations, got -1.0"),
      ({"bucket_edges": (2, 4)}, r"`bucket_edges` must start at 1.*\[2, 4\]"),
      ({"samples": 0}, r"`samples` must be an integer >= 10, got 0"),
-     ({"k_max": 0}, r"`k_max` must be an integer in \[1, 64\], got 0")],
+     ({"k_max": 0}, r"`k_max` must be an integer in \[1, 64\], got 0"),
+     ({"shape_terms": "yes"}, r"`shape_terms` must be true or false, got 'yes'")],
 )
 def test_bad_options_name_the_field_and_value(kwargs, match):
     with pytest.raises(FitInputError, match=match):

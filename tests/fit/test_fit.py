@@ -216,7 +216,7 @@ def test_help_explains_and_importing_the_cli_does_not_import_torch(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["fit", "--help"])
     text = capsys.readouterr().out
-    for flag in ("--method", "--force", "--strength", "--bucket-edges", "--k-max", "--hardware", "--drafter-class",
+    for flag in ("--method", "--force", "--strength", "--bucket-edges", "--k-max", "--hardware", "--drafter-class", "--no-shape-terms",
                  "posterior predictive", "NUTS", "SVI"):
         assert flag in text
 
