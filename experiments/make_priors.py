@@ -274,7 +274,8 @@ def main() -> int:
     rows = [r for r in ROWS if args.rows is None or r[0] in args.rows.split(",")]
     (args.out / "traces").mkdir(parents=True, exist_ok=True)
     report = {"experiment": "shipped priors: fit from simulator traces, regret flat vs prior (EVALUATION.md)",
-              "thresholds": {"flat": 0.03, "prior": 0.01}, "governor_config": gc, "rows": []}
+              "thresholds": {"flat": 0.03, "prior": 0.01}, "governor_config": gc,
+              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": []}
     todo = [(r, h) for r in rows for h in (r[5] if args.hardware is None else args.hardware.split(","))]
     names = [f"{r[0]}-{h}" for r, h in todo]
     report["rows"] = [{"row": r[0], "class": r[1], "model": r[2], "hardware": h} for r, h in todo]

@@ -98,7 +98,9 @@ def test_bandit_greedy_output_equals_ungoverned(governed, reference):
     llm, _ = governed
     assert generate(llm, PROMPTS) == reference["batch"]
     rt = runtime(llm)
-    assert rt.select_calls > 0 and rt.telemetry.errors == {}
+    # A call over the time budget on a loaded machine is the breaker at work (test_runtime
+    # tests it; a clean-clone run with two fits beside it hit one); any other error is a fault.
+    assert rt.select_calls > 0 and set(rt.telemetry.errors) <= {"slow"}, rt.telemetry.errors
 
 
 class Spy:
@@ -533,7 +535,7 @@ def test_abort_mid_generation_and_preemption_keep_the_governor_sound(vllm_cpu, t
             else:
                 assert done[f"r{i}"] == greedy_chain(tiny_pair.next_token, tok(prompt)["input_ids"][-1], n_tokens)
         assert posterior_is_finite(bandit) and bandit.observations > 20
-        assert not rt.telemetry.errors, rt.telemetry.errors
+        assert set(rt.telemetry.errors) <= {"slow"}, rt.telemetry.errors  # slow: machine load, see above
 
 
 def test_mtp_with_governor_and_k0_cache_sync(vllm_cpu, tiny_pair, tmp_path_factory):
