@@ -189,8 +189,7 @@ class BanditGovernor:
             # tried other K often enough to switch tens of times per 1,000 steps.
             self._mixed_draw_due = False
             tokens, t_decode = self._sample_tokens_and_times(bucket)
-            t_mixed = np.maximum(mn + np.sqrt(bn / (gamma_variates(self._rng, an) * kn))
-                                 * self._rng.standard_normal(cfg.k_max + 1), _MIN_STEP_S)
+            t_mixed = self._draw_means(mn, kn, an, bn)
         else:
             # Otherwise the posterior means decide, at this step's chunk size.
             a, b = self._acc_a, self._acc_b
@@ -401,15 +400,19 @@ class BanditGovernor:
             if prev >= 0:
                 scores[..., prev] *= 1.0 + cfg.switch_penalty
             return scores
-        mn, kn, an, bn = self.mixed_step_posterior(bucket, float(self._mixed_chunk[bucket]), batch)
-        lead = () if draws is None else (draws,)
-        t_mixed = np.maximum(mn + np.sqrt(bn / (gamma_variates(self._rng, np.broadcast_to(an, lead + an.shape)) * kn))
-                             * self._rng.standard_normal(lead + (cfg.k_max + 1,)), _MIN_STEP_S)
+        t_mixed = self._draw_means(*self.mixed_step_posterior(bucket, float(self._mixed_chunk[bucket]), batch), draws)
         rate = np.max(tokens / t, axis=-1, keepdims=True)
         scores = tokens - rate * ((1.0 - share) * t + share * t_mixed)
         if prev >= 0:
             scores[..., prev] += cfg.switch_penalty * tokens[..., prev]
         return scores
+
+    def _draw_means(self, mn, kn, an, bn, draws: int | None = None) -> np.ndarray:
+        """Thompson draws of the means of Normal-Inverse-Gamma cells (m, k, a, b), one per
+        cell, or ``draws`` rows of them; floored at a positive step time."""
+        lead = () if draws is None else (draws,)
+        g = gamma_variates(self._rng, np.broadcast_to(an, lead + np.shape(an)))
+        return np.maximum(mn + np.sqrt(bn / (g * kn)) * self._rng.standard_normal(lead + np.shape(mn)), _MIN_STEP_S)
 
     def _update_posterior_cache(self) -> None:
         """Recompute the cached posterior parameters of every cell and position."""

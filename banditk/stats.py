@@ -204,8 +204,7 @@ def _check_cells(n: np.ndarray, s: np.ndarray, ss: np.ndarray, where: str,
         bad = ss * (1 + 1e-9) + 1e-12 < s**2 / safe_n
     if np.any(bad):
         b, k = (int(i) for i in np.argwhere(bad)[0])
-        with np.errstate(over="ignore"):
-            bound = float(s[b, k]) ** 2 / float(safe_n[b, k]) if abs(s[b, k]) < 1e150 else float("inf")
+        bound = float(s[b, k]) ** 2 / float(safe_n[b, k]) if abs(s[b, k]) < 1e150 else float("inf")
         raise PriorFormatError(
             f"`{where}` at bucket {b}, K={k} is inconsistent: {names[1]}={ss[b, k]!r} < {names[0]}^2/n={bound!r}."
         )

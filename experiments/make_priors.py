@@ -217,18 +217,18 @@ def regret_row(job) -> dict:
     if not prior_path.exists():
         return entry
     try:
-        flat = [regret_run(row, hw, None, s, governor_config=gc) for s in range(seeds)]
-        shipped = [regret_run(row, hw, prior_path, s, governor_config=gc) for s in range(seeds)]
-        entry["regret_flat"] = float(np.median([r["regret_fraction"] for r in flat]))
-        entry["regret_prior"] = float(np.median([r["regret_fraction"] for r in shipped]))
+        def over_seeds(path):  # the median's regret and the runs
+            runs = [regret_run(row, hw, path, s, governor_config=gc) for s in range(seeds)]
+            return float(np.median([r["regret_fraction"] for r in runs])), runs
+
+        (entry["regret_flat"], flat), (entry["regret_prior"], shipped) = over_seeds(None), over_seeds(prior_path)
         entry["curves"] = {"flat": flat[0]["curve"], "prior": shipped[0]["curve"]}
         entry["pass_flat"] = entry["regret_flat"] <= 0.03
         entry["pass_prior"] = entry["regret_prior"] <= 0.01
         other_hw = {"gb10": "strix-halo", "strix-halo": "gb10"}.get(hw)
         other = ROOT / "priors" / f"{row[0]}-{other_hw}.json"
         if other_hw and other.exists():
-            cross = [regret_run(row, hw, other, s, governor_config=gc) for s in range(seeds)]
-            entry["regret_other_hardware_prior"] = float(np.median([r["regret_fraction"] for r in cross]))
+            entry["regret_other_hardware_prior"] = over_seeds(other)[0]
         floor = fixed_k_floor(row, hw)
         entry["regret_best_fixed_k_per_phase"], entry["best_fixed_k_per_phase"] = floor["regret_fraction"], floor["k"]
     except (BanditkError, ValueError) as e:

@@ -43,11 +43,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import nnls
 
 from ..latency_model import FEATURES
 from .data import StepGroups
-from .shape import LatencyShape
+from .shape import LatencyShape, relative_nnls
 
 #: Name and version of the model, recorded in a prior's provenance. v2: optional
 #: per-request, MoE-expert and compute-knee terms (banditk.fit.shape).
@@ -119,8 +118,7 @@ def model_inputs(groups: StepGroups, shape: LatencyShape = LatencyShape()) -> Mo
     xs = x * scale
     # Non-negative least squares on relative errors (noise sd ~ cv * t), each group
     # weighted by sqrt(n): the maximum-likelihood weights when delta = 0.
-    r = np.sqrt(n) / ybar
-    u0, _ = nnls(xs * r[:, None], ybar * r)
+    u0, _ = relative_nnls(xs, n, ybar)
     mu = np.maximum(xs @ u0, 1e-9)
     dof = float(np.sum(np.maximum(n - 1.0, 0.0)))
     cv = float(np.sqrt(np.sum(groups.m2 / mu**2) / dof)) if dof > 0 else 0.1

@@ -84,22 +84,26 @@ class LatencyShape:
                 "knee_tokens": self.knee_tokens}
 
     def summary(self) -> str:
-        parts = ["B" if self.per_request else ""]
+        extra = ["B"] if self.per_request else []
         if self.moe:
-            parts.append(f"1-exp(-n^{self.moe[0]:g}/{self.moe[1]:.3g})")
+            extra.append(f"1-exp(-n^{self.moe[0]:g}/{self.moe[1]:.3g})")
         if self.knee_tokens is not None:
-            parts.append(f"max(0, n-{self.knee_tokens:.4g})")
-        extra = [p for p in parts if p]
+            extra.append(f"max(0, n-{self.knee_tokens:.4g})")
         return "t(B,K) = w . [1, B(K+1), max(K,1), B max(K,1)" + "".join(", " + p for p in extra) + "], n = B(K+1)"
 
 
-def weighted_sse(x: np.ndarray, n: np.ndarray, mean: np.ndarray) -> float:
-    """Sum of squared relative errors of the non-negative least-squares fit, each group weighted
-    by its step count: the likelihood's mean term when noise sd = cv x mean and delta = 0."""
+def relative_nnls(x: np.ndarray, n: np.ndarray, mean: np.ndarray) -> tuple[np.ndarray, float]:
+    """Non-negative weights minimising the squared relative errors of the group means, each
+    group weighted by its step count (the likelihood's mean term when noise sd = cv x mean and
+    delta = 0), and that sum of squares."""
     r = np.sqrt(n) / mean
-    xs = x / np.maximum(np.abs(x).max(axis=0), 1e-300)
-    u, res = nnls(xs * r[:, None], mean * r)
-    return float(res**2)
+    u, res = nnls(x * r[:, None], mean * r)
+    return u, float(res**2)
+
+
+def weighted_sse(x: np.ndarray, n: np.ndarray, mean: np.ndarray) -> float:
+    """:func:`relative_nnls`'s sum of squares, columns scaled to 1 first (for conditioning)."""
+    return relative_nnls(x / np.maximum(np.abs(x).max(axis=0), 1e-300), n, mean)[1]
 
 
 def bic(sse: float, groups: int, params: int) -> float:
