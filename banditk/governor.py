@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import latency_model, nig
+from . import latency_model, nig, prior_conflict
 from .sampling import gamma_variates
 from .acceptance import expected_tokens, position_counts
 from .buckets import bucket_with_hysteresis, representative_batch
 from .config import GovernorConfig
 from .errors import DrafterClassMismatchError, IncompatiblePriorError, InvalidContextError, InvalidDecisionError, InvalidOutcomeError
 from .prior import Prior
-from .stats import SufficientStats
+from .stats import MIXED_FIELDS, SufficientStats
 from .types import Decision, StepContext, StepOutcome
 
 #: Shape parameter a0 of the cells' inverse-gamma noise prior: 2 is the weakest
@@ -84,11 +84,13 @@ class BanditGovernor:
     def __init__(self, config: GovernorConfig, prior: Prior | None = None) -> None:
         self.config = config
         k_max, nb = config.k_max, config.num_buckets
-        self._prior_stats = SufficientStats.zeros(k_max, nb)
+        # The prior as loaded, and as used: its latency cells weighed down where live data
+        # contradicts them (see prior_conflict), per bucket by calibration variance tau^2.
+        self._prior_loaded = SufficientStats.zeros(k_max, nb)
         self._prior_weights: np.ndarray | None = None
         self.prior = prior
         if prior is not None:
-            self._prior_stats = _fit_prior(config, prior)
+            self._prior_loaded = _fit_prior(config, prior)
             self._prior_weights = None if prior.latency_weights is None else np.array(prior.latency_weights, dtype=float)
         self.data = SufficientStats.zeros(k_max, nb)
         self._rng = np.random.Generator(np.random.PCG64(config.seed))
@@ -119,6 +121,8 @@ class BanditGovernor:
         # (B, K, t, weight) observed since the regression statistics were last brought up
         # to date; folded in, with their discount weights, at each refresh.
         self._pending: list[tuple[float, int, float, float]] = []
+        self._prior_tau2 = np.zeros(nb)
+        self._prior_stats = self._prior_loaded
         self._refresh_latency_model()
 
     # ---- the two calls -------------------------------------------------------------
@@ -514,8 +518,13 @@ class BanditGovernor:
         self._pending.clear()
 
     def _refresh_latency_model(self) -> None:
-        """Refit the parametric model, reset every cell's prior mean from it, refresh caches."""
+        """Weigh the prior against the data, refit the parametric model, reset every cell's
+        prior mean from it, refresh caches."""
         self._fold_pending()
+        if self.prior is not None:
+            p, d = self._prior_loaded, self.data
+            self._set_prior_tau2(prior_conflict.calibration_variance(p.cell_n, p.cell_sum, p.cell_sumsq,
+                                                                     d.cell_n, d.cell_sum, d.cell_sumsq))
         p, d = self._prior_stats, self.data
         xtx, xty, n = p.reg_xtx + d.reg_xtx, p.reg_xty + d.reg_xty, p.reg_n + d.reg_n
         w0 = self._regression_prior_mean(xtx, xty, n)
@@ -533,6 +542,23 @@ class BanditGovernor:
         rp, pp = p.prefill_rp + d.prefill_rp, p.prefill_pp + d.prefill_pp
         self._prefill_price = max(rp / pp, 0.0) if pp > 0 else 0.0
         self._update_posterior_cache()
+
+    def _set_prior_tau2(self, tau2: np.ndarray) -> None:
+        """Use the prior's latency cells (decode-only and next to a chunk) at the weight they
+        keep under calibration variance ``tau2`` per bucket; acceptance and regression as loaded."""
+        self._prior_tau2 = tau2
+        p = self._prior_loaded
+        if not tau2.any():
+            self._prior_stats = p
+            return
+        used = p.copy()
+        f = prior_conflict.kept_share(p.cell_n, p.cell_sum, p.cell_sumsq, tau2)
+        for arr in (used.cell_n, used.cell_sum, used.cell_sumsq):
+            arr *= f
+        f = prior_conflict.kept_share(p.mix_n, p.mix_sum, p.mix_sumsq, tau2)
+        for name in MIXED_FIELDS:
+            getattr(used, name)[...] *= f
+        self._prior_stats = used
 
     def _regression_prior_mean(self, xtx: np.ndarray, xty: np.ndarray, n: float) -> np.ndarray | None:
         if self._prior_weights is not None:
@@ -571,6 +597,7 @@ class BanditGovernor:
             "cell_prior_mean": self._cell_prior_mean.tolist(),
             "weights": self._weights.tolist(),
             "prefill_price": self._prefill_price,
+            "prior_tau2": self._prior_tau2.tolist(),
             "scale_pending": self._scale_pending,
             "rng": _jsonable_rng_state(self._rng.bit_generator.state),
             "prev_k": self.prev_k,
@@ -608,6 +635,8 @@ class BanditGovernor:
         self.mixed_steps = int(state.get("mixed_steps", 0))
         self.k_counts = np.array(state["k_counts"], dtype=np.int64)
         self._pending.clear()
+        # Absent in snapshots written before the prior was weighed against the data.
+        self._set_prior_tau2(np.array(state.get("prior_tau2", [0.0] * nb), dtype=float))
         self._update_posterior_cache()
 
 

@@ -186,9 +186,9 @@ def governor_prior(governor: BanditGovernor) -> Prior:
     cfg = governor.config
     if governor.prior is not None:
         p = governor.prior
-        return Prior(p.key, cfg.k_max, cfg.bucket_edges, governor._prior_stats.copy(), p.strength_cap,
+        return Prior(p.key, cfg.k_max, cfg.bucket_edges, governor._prior_loaded.copy(), p.strength_cap,
                      p.latency_weights, dict(p.provenance))
-    return Prior(DrafterKey(cfg.drafter_class), cfg.k_max, cfg.bucket_edges, governor._prior_stats.copy(),
+    return Prior(DrafterKey(cfg.drafter_class), cfg.k_max, cfg.bucket_edges, governor._prior_loaded.copy(),
                  DEFAULT_STRENGTH, None, {"source": "flat"})
 
 
@@ -253,7 +253,8 @@ def _checked_state(state: dict, config: GovernorConfig) -> dict:
     epoch = state.get("epoch", 1)  # absent in snapshots written before epochs doubled
     if isinstance(epoch, bool) or not isinstance(epoch, int) or not 1 <= epoch <= 1_000_000:
         raise PriorFormatError(f"`epoch` must be an integer in [1, 1000000], got {epoch!r}.")
-    for key, hi in (("mixed_share", 1.0), ("mixed_chunk", 1e9)):  # absent before K was scored over the mix
+    # mixed_*: absent before K was scored over the mix; prior_tau2: before the prior was weighed against the data
+    for key, hi in (("mixed_share", 1.0), ("mixed_chunk", 1e9), ("prior_tau2", 1e6)):
         v = state.get(key, [0.0] * nb)
         try:
             arr = np.asarray(v, dtype=float)

@@ -1,0 +1,73 @@
+"""How much of a prior's latency evidence to keep, judged by how well it agrees with live data.
+
+A prior's cells come from other telemetry: another box, another build, another day. Where
+they are right, their pseudo-observations save exploration. Where they are wrong, a cell
+the governor never plays keeps the prior's word for ever: a confident prior that calls a K
+slow means that K is never tried (Mistral Medium 3.5 on GB10 with the Strix Halo prior held
+K=0 at concurrency 48, where K=1 is 55% faster, and lost 24% of the oracle's tokens).
+
+The prior is made commensurate with the data (Hobbs et al. 2011; an empirical-Bayes power
+prior): this deployment's cell means differ from the prior's by a relative calibration
+error of variance tau^2. A prior cell of n observations with relative noise c^2 per step
+then tells the mean only to c^2 / n + tau^2, so it is worth
+
+    n_eff = n / (1 + n tau^2 / c^2)
+
+observations. tau^2 is estimated by moments from the cells that the prior and the live data
+both hold: E[r^2] = tau^2 + v + d^2, with r the relative difference of the two means, v its
+sampling variance and d the live cells' own systematic error (see ``LIVE_BIAS_SD``). A prior
+that agrees keeps its weight; one that is off by far more than that falls to a fraction of
+an observation, so the cells nobody has played widen and get explored. Each bucket takes the larger of its own estimate and that of all
+cells together: a prior off in the buckets seen so far is distrusted in a new bucket too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Weighted live observations a cell needs before it is compared with the prior.
+MIN_LIVE_N = 3.0
+#: Relative error of a live cell's mean that is the governor's, not the prior's: a cell holds
+#: steps carried to its bucket's representative B along the four-feature latency model, and
+#: the decode share of steps next to a prompt chunk. With the own box's prior these put
+#: played cells up to 3.2% off (Qwen3.6/GB10 at concurrency 48, simulator); against the
+#: other box's prior they are 12-27% off (Mistral Medium 3.5/GB10). Without it, 1-3% made
+#: a 200-step prior worth 2-5 steps on its own box.
+LIVE_BIAS_SD = 0.03
+#: Floor on the relative noise of a step time, so that a noiseless clock (a test, a replay)
+#: does not make a 0.1% difference look infinitely significant.
+MIN_RELATIVE_SD = 0.005
+
+
+def _mean_and_rel_var(n: np.ndarray, s: np.ndarray, ss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per cell: mean and squared coefficient of variation of the observations (0 where n = 0)."""
+    safe = np.where(n > 0, n, 1.0)
+    mean = np.where(n > 0, s / safe, 0.0)
+    var = np.maximum(ss / safe - mean * mean, 0.0)
+    rel = np.where(mean > 0, var / np.maximum(mean * mean, 1e-300), 0.0)
+    return mean, np.maximum(rel, MIN_RELATIVE_SD**2)
+
+
+def calibration_variance(prior_n, prior_sum, prior_sumsq, live_n, live_sum, live_sumsq) -> np.ndarray:
+    """Per bucket, tau^2: the estimated relative variance of the prior's cell means about this
+    deployment's (0 where nothing contradicts the prior). Arrays are (buckets, K + 1)."""
+    mp, cp = _mean_and_rel_var(prior_n, prior_sum, prior_sumsq)
+    ml, cl = _mean_and_rel_var(live_n, live_sum, live_sumsq)
+    both = (live_n >= MIN_LIVE_N) & (prior_n > 0) & (mp > 0)
+    nb = prior_n.shape[0]
+    if not both.any():
+        return np.zeros(nb)
+    r = np.where(both, ml / np.where(both, mp, 1.0) - 1.0, 0.0)
+    v = cl / np.maximum(live_n, 1e-300) + cp / np.maximum(prior_n, 1e-300)  # sampling variance of r
+    excess = np.where(both, r * r - v - LIVE_BIAS_SD**2, 0.0)
+    w = np.where(both, live_n, 0.0)  # a cell with more live evidence says more
+    per_bucket = np.maximum((excess * w).sum(axis=1), 0.0) / np.maximum(w.sum(axis=1), 1e-300)
+    overall = max(float((excess * w).sum()), 0.0) / float(w.sum())
+    return np.maximum(per_bucket, overall)
+
+
+def kept_share(n: np.ndarray, s: np.ndarray, ss: np.ndarray, tau2: np.ndarray) -> np.ndarray:
+    """Per cell, n_eff / n in (0, 1] for prior cells (weight ``n``, sums ``s`` and ``ss`` of
+    step times and their squares) under calibration variance ``tau2`` per bucket."""
+    _, c2 = _mean_and_rel_var(n, s, ss)
+    return 1.0 / (1.0 + n * tau2[:, None] / c2)
