@@ -4,14 +4,15 @@ A latency cell (bucket, K) gets pseudo-observations (n, sum, sum of squares) cho
 that, in the governor's Normal-Inverse-Gamma cell,
 
 - the mean is the fitted mean step time m (sum = n m);
-- the spread is the fitted step-time noise s (sum of squares = n (m^2 + s^2)):
-  s^2 = (cv m)^2 plus the spread of the model over the cell's batch sizes;
+- the spread is the fitted step-time noise s (sum of squares = n (m^2 + s^2)), s = cv m;
 - the weight n says how well m is known: the mean of n steps of noise s is known to
   s / sqrt(n), so n = s^2 / Var(m), capped at the prior strength.
 
-m is the posterior mean of the cell's true mean under the model: the parametric
-prediction, with uncertainty from the weights' posterior and the model misfit delta,
-combined with the cell's own observed mean where the trace has one. Cells are filled
+m is the posterior mean of the cell's true mean under the model, held as the governor holds
+its cells: at the bucket's representative batch size, carried there from the batch sizes
+measured along the governor's four-feature model. It is the parametric prediction, with
+uncertainty from the weights' posterior and the model misfit delta, combined with the
+cell's own observed mean where the trace has one. Cells are filled
 for the buckets the trace visited and the K range it tried (the governor's regression,
 seeded with the fitted weights, covers the rest: no extrapolation is written as data).
 Acceptance pseudo-counts are the trace's successes and failures; the regression
@@ -25,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import nnls
 
-from ..buckets import bucket_of
+from ..buckets import bucket_of, representative_batch
 from ..latency_model import features_rows
 from ..stats import SufficientStats
 from .data import FitData
@@ -43,23 +44,31 @@ def prior_stats(data: FitData, posterior: Posterior, edges: tuple[int, ...], str
     k_lo, k_hi = int(g.k.min()), int(g.k.max())
     cv = float(np.mean(posterior.cv))
     delta = float(np.mean(posterior.delta))
+    stats.reg_xtx, stats.reg_xty, linear = governor_regression(g, posterior)
+    stats.reg_n = float(g.n.sum())
     for b in np.unique(buckets):
         in_b = buckets == b
+        # The governor keeps a cell's times at the bucket's representative B, each step's
+        # carried there along its four-feature latency model, whose prior weights are
+        # `linear`. The prior's cells must be in the same terms: cells at the trace's own B
+        # (a bucket's lower edge) read 3-8% fast on Qwen3.6/GB10, and cells carried along
+        # the fitted model (which bends where the linear one does not) 2.4% slow at B = 48.
+        rep = representative_batch(edges, int(b))
         for k in range(k_lo, k_hi + 1):
             sel = in_b & (g.k == k)
             # The batch sizes this cell will see: its own, else the bucket's.
             mix = sel if sel.any() else in_b
             bs, w = g.batch[mix], g.n[mix] / g.n[mix].sum()
-            mu = posterior.predict(bs, np.full(bs.size, k))  # (draws, batch sizes)
-            cell = mu @ w  # (draws,)
+            ks = np.full(bs.size, k)
+            carry = _linear(linear, np.array([rep]), np.array([k]))[0] / _linear(linear, bs, ks)
+            cell = posterior.predict(bs, ks) @ (w * carry)  # (draws,)
             m = float(cell.mean())
-            spread_b = float(w @ (mu.mean(axis=0) - m) ** 2)
-            s2 = (cv * m) ** 2 + spread_b
+            s2 = (cv * m) ** 2
             var_m = float(cell.var()) + (delta * m) ** 2
             if sel.any():
-                # Combine with the cell's observed mean (precision-weighted).
+                # Combine with the cell's observed mean (precision-weighted), carried alike.
                 n_obs = float(g.n[sel].sum())
-                obs = float(g.n[sel] @ g.mean[sel] / n_obs)
+                obs = float(g.n[sel] @ (g.mean[sel] * carry) / n_obs)
                 var_obs = s2 / n_obs
                 m = (m / var_m + obs / var_obs) / (1.0 / var_m + 1.0 / var_obs)
                 var_m = 1.0 / (1.0 / var_m + 1.0 / var_obs)
@@ -67,9 +76,12 @@ def prior_stats(data: FitData, posterior: Posterior, edges: tuple[int, ...], str
             stats.cell_n[b, k] = n
             stats.cell_sum[b, k] = n * m
             stats.cell_sumsq[b, k] = n * (m * m + s2)
-    stats.reg_xtx, stats.reg_xty, _ = governor_regression(g, posterior)
-    stats.reg_n = float(g.n.sum())
     return stats.capped(float(strength))
+
+
+def _linear(weights: np.ndarray, batch: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The four-feature model's step time at paired B and K (positive: its constant is)."""
+    return np.maximum(features_rows(batch, k) @ weights, 1e-12)
 
 
 def governor_regression(groups, posterior: Posterior) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
