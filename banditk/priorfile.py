@@ -262,6 +262,17 @@ def _checked_state(state: dict, config: GovernorConfig) -> dict:
             raise PriorFormatError(f"`{key}` must be numbers, got {v!r}.") from None
         if arr.shape != (nb,) or not np.all((arr >= 0) & (arr <= hi)):
             raise PriorFormatError(f"`{key}` must be {nb} numbers in [0, {hi:g}], got {v!r}.")
+    cells = state.get("decode_only_cells", {})  # absent before the prior was weighed against the data
+    if not isinstance(cells, dict):
+        raise PriorFormatError(f"`decode_only_cells` must be an object, got {cells!r}.")
+    for key, v in cells.items():
+        try:
+            arr = np.asarray(v, dtype=float)
+        except (TypeError, ValueError):
+            raise PriorFormatError(f"`decode_only_cells.{key}` must be numbers, got {v!r}.") from None
+        if key not in ("n", "sum_s", "sum_sq_s2") or arr.shape != (nb, k1) or not np.all(np.isfinite(arr) & (arr >= 0)):
+            raise PriorFormatError(f"`decode_only_cells.{key}` must be finite numbers >= 0 of shape {[nb, k1]} "
+                                   f"(keys n, sum_s, sum_sq_s2).")
     price = state.get("prefill_price", 0.0)
     if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0.0 <= price < 1e6:
         raise PriorFormatError(f"`prefill_price` must be a finite number of seconds >= 0, got {price!r}.")
