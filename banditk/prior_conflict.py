@@ -17,8 +17,11 @@ observations. tau^2 is estimated by moments from the cells that the prior and th
 both hold: E[r^2] = tau^2 + v + d^2, with r the relative difference of the two means, v its
 sampling variance and d the live cells' own systematic error (see ``LIVE_BIAS_SD``). A prior
 that agrees keeps its weight; one that is off by far more than that falls to a fraction of
-an observation, so the cells nobody has played widen and get explored. Each bucket takes the larger of its own estimate and that of all
-cells together: a prior off in the buckets seen so far is distrusted in a new bucket too.
+an observation, so the cells nobody has played widen and get explored. Each bucket takes
+the larger of its own estimate and that of all cells together: a prior off in the buckets
+seen so far is distrusted in a new bucket too. Only the latency cells are weighed: the
+acceptance counts and the regression's pseudo-data are used as loaded, since live data
+outgrows them within a few hundred steps.
 """
 
 from __future__ import annotations
@@ -28,19 +31,21 @@ import numpy as np
 #: Weighted live observations a cell needs before it is compared with the prior.
 MIN_LIVE_N = 3.0
 #: Relative error of a live cell's mean that is the governor's, not the prior's: a cell holds
-#: steps carried to its bucket's representative B along the four-feature latency model, and
-#: the decode share of steps next to a prompt chunk. With the own box's prior these put
-#: played cells up to 3.2% off (Qwen3.6/GB10 at concurrency 48, simulator); against the
-#: other box's prior they are 12-27% off (Mistral Medium 3.5/GB10). Without it, 1-3% made
-#: a 200-step prior worth 2-5 steps on its own box.
+#: steps carried to its bucket's representative B along the online four-feature latency
+#: model, which bends otherwise than the hardware. With the own box's prior, decode-only
+#: played cells are 0.1-2.4% off on the simulator (Mistral Medium 3.5/Strix Halo at
+#: concurrency 48: 1.8%, 5.5 standard errors); against the other box's prior, 12-27%
+#: (Mistral Medium 3.5/GB10). Without this allowance, 1-2% made a 200-step prior worth 2-5
+#: steps on its own box.
 LIVE_BIAS_SD = 0.03
-#: Floor on the relative noise of a step time, so that a noiseless clock (a test, a replay)
-#: does not make a 0.1% difference look infinitely significant.
+#: Floor on the relative noise of a step time: a noiseless clock (a test, a replay) would
+#: otherwise weigh a prior by 0 / 0.
 MIN_RELATIVE_SD = 0.005
 
 
 def _mean_and_rel_var(n: np.ndarray, s: np.ndarray, ss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per cell: mean and squared coefficient of variation of the observations (0 where n = 0)."""
+    """Per cell: mean (0 where n = 0) and squared coefficient of variation of the observations,
+    floored at ``MIN_RELATIVE_SD`` squared."""
     safe = np.where(n > 0, n, 1.0)
     mean = np.where(n > 0, s / safe, 0.0)
     var = np.maximum(ss / safe - mean * mean, 0.0)
