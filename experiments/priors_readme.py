@@ -57,6 +57,8 @@ def main() -> int:
         r = report.get(p.stem, {})
         regret = (f"{100 * r['regret_flat']:.2f}% / {100 * r['regret_prior']:.2f}%"
                   if "regret_prior" in r else "not measured")
+        other = r.get("regret_other_hardware_prior")
+        other = "-" if other is None else f"{100 * other:.2f}%"
         forced = "yes (PPC failed)" if prov.get("forced") or r.get("fit_forced") else "no"
         terms = _terms(prov.get("latency_fit", {}).get("shape"))
         ppc = prov.get("diagnostics", {}).get("ppc", {}).get("median_rel_error")
@@ -64,7 +66,7 @@ def main() -> int:
         src = f"{prov.get('source', 'fit')} ({prov.get('method', '?')}) of {prov.get('steps', '?')} {prov.get('trace_source', '')} steps"
         rows.append(f"| `{p.name}` | {d['class']} | {d.get('target_model') or '-'} | {d.get('hardware') or '-'} "
                     f"| {src} | {terms} | {ppc} "
-                    f"| {str(prov.get('fitted', prov.get('created', '')))[:10]} | {forced} | {regret} |")
+                    f"| {str(prov.get('fitted', prov.get('created', '')))[:10]} | {forced} | {regret} | {other} |")
     text = f"""# Shipped priors
 
 Starting points, one per drafter class and hardware. They are fitted with `banditk fit` from
@@ -75,10 +77,13 @@ checked, at concurrency 1, 4 and 16, on the simulator profile calibrated from th
 telemetry{cpu_cross}). Step-3.7-Flash in 4 bits on Strix Halo assumes
 `--gpu-memory-utilization 0.98` (3.7 GB of KV cache): at vLLM's 0.9 its weights leave none.
 A deployment replaces them by fitting its own telemetry. Parameters never transfer across drafter classes (loading a
-prior of another class is refused); a prior of other hardware is accepted, as a prior.
+prior of another class is refused); a prior of other hardware is accepted, as a prior: where
+its cells disagree with this deployment's decode-only steps by more than their noise, they
+lose weight (`banditk/prior_conflict.py`), so cells it got wrong are explored again. The last
+column is the regret of this row's scenario started from the other box's prior.
 
-| file | class | target | hardware | source | latency terms beyond the linear four | PPC error | date | fit forced | regret over 20k steps, flat / this prior |
-|---|---|---|---|---|---|---|---|---|---|
+| file | class | target | hardware | source | latency terms beyond the linear four | PPC error | date | fit forced | regret over 20k steps, flat / this prior | with the other box's prior |
+|---|---|---|---|---|---|---|---|---|---|---|
 {chr(10).join(rows)}
 
 "Latency terms": what `banditk fit` added to the four linear features because the trace
