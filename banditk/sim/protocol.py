@@ -74,7 +74,8 @@ def _job(args: tuple) -> tuple:
     kind, key, scn, spec, seed, steps, warmup, prior = args
     try:
         res = run_policy(scn, spec, seed=seed, steps=steps, warmup=warmup,
-                         prior_path=prior if spec in ("bandit", "bandit+prior") and prior else None,
+                         # `bandit` is the flat prior (EVALUATION.md); only `bandit+prior` starts from one.
+                         prior_path=prior if spec == "bandit+prior" and prior else None,
                          keep_trace=kind != "point")
     except Exception as e:  # a failing policy is reported, not fatal to the protocol
         return kind, key, spec, seed, None, {"error": f"{type(e).__name__}: {e}"}

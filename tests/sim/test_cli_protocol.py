@@ -80,3 +80,20 @@ def test_protocol_reports_a_failing_policy_instead_of_crashing(monkeypatch):
     rep = run_protocol(load_scenario(SCN), cfg, progress=False)
     assert rep["errors"] and rep["errors"][0]["policy"] == "ucb" and "boom" in rep["errors"][0]["error"]
     assert "ucb" not in rep["results"]["c2"] and "bandit" in rep["results"]["c2"]
+
+
+def test_only_bandit_plus_prior_starts_from_the_prior(monkeypatch):
+    """EVALUATION.md: `bandit` is banditk with a flat prior, `bandit+prior` with the shipped one.
+    (The sweep used to hand the prior to both, so its `bandit` rows were not flat.)"""
+    from banditk.sim import protocol
+
+    seen = {}
+
+    def fake_run_policy(scn, spec, *, prior_path=None, **kw):
+        seen[spec] = prior_path
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(protocol, "run_policy", fake_run_policy)
+    for spec in ("bandit", "bandit+prior", "ucb"):
+        protocol._job(("point", "c1", None, spec, 0, 10, 0, "priors/some.json"))
+    assert seen == {"bandit": None, "bandit+prior": "priors/some.json", "ucb": None}
