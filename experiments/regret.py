@@ -32,7 +32,7 @@ def _job(a):
     path, spec, seed, steps, prior = a
     scn = load_scenario(path)
     r = run_policy(scn, spec, seed=seed, steps=steps, keep_trace=True,
-                   prior_path=prior if spec.startswith("bandit") else None)
+                   prior_path=prior if spec == "bandit+prior" else None)  # bandit: the flat prior
     tr = r.trace
     cum_o = np.cumsum(tr.oracle_tokens)
     cum_r = np.cumsum(tr.oracle_tokens - tr.expected_tokens)
