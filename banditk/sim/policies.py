@@ -42,10 +42,11 @@ def find_shipped_prior(scn: Scenario, root: str | Path | None = None) -> Path | 
     """The shipped prior for the scenario's drafter class and hardware, if one exists.
 
     Looks in ``root`` (default: the repository's ``priors/``) for a ``*.json``
-    whose name contains both the drafter class (``_`` and ``-`` alike) and the
-    hardware name, e.g. ``priors/mtp-gb10.json``. A class name that is a prefix
+    whose name contains the drafter class (``_`` and ``-`` alike) and ends with the
+    hardware name, e.g. ``priors/mtp-qwen3.6-gb10.json``. A class name that is a prefix
     of another (``mtp`` of ``mtp-step``) only matches when followed by the
-    hardware or a separator other than the longer class's suffix.
+    hardware or a separator other than the longer class's suffix; a hardware name
+    matches whole (``h200`` is not ``8xh200``).
     """
     d = Path(root) if root is not None else REPO_PRIORS
     if not d.is_dir():
@@ -54,7 +55,8 @@ def find_shipped_prior(scn: Scenario, root: str | Path | None = None) -> Path | 
     longer = [c.replace("_", "-") for c in ("mtp-step", "mtp-external") if c != cls and c.startswith(cls)]
     for p in sorted(d.glob("*.json")):
         n = p.name.replace("_", "-")
-        if cls in n and scn.hardware in n and not any(c in n for c in longer):
+        stem = n[: -len(".json")]
+        if cls in stem and (stem == scn.hardware or stem.endswith("-" + scn.hardware)) and not any(c in n for c in longer):
             return p
     return None
 

@@ -97,3 +97,23 @@ def test_only_bandit_plus_prior_starts_from_the_prior(monkeypatch):
     for spec in ("bandit", "bandit+prior", "ucb"):
         protocol._job(("point", "c1", None, spec, 0, 10, 0, "priors/some.json"))
     assert seen == {"bandit": None, "bandit+prior": "priors/some.json", "ucb": None}
+
+
+def test_the_shipped_prior_is_found_by_class_and_whole_hardware_name(tmp_path):
+    from banditk.sim.policies import find_shipped_prior
+    from banditk.sim.scenario import parse_scenario
+
+    for name in ("mtp-glm5.2-8xh200.json", "mtp-step-x-h200.json", "mtp-qwen3.6-gb10.json"):
+        (tmp_path / name).write_text("{}")
+
+    def scn(cls, hw):
+        model = "step-3.7-flash-int4" if cls == "mtp-step" else "qwen3.5-122b-a10b-int4"
+        return parse_scenario({"hardware": hw, "model": model,
+                               "drafter": {"class": cls, "k_max": 2, "acceptance": [0.8, 0.6]},
+                               "workload": {"concurrency": 8, "prompt_tokens": 512, "output_tokens": 180}})
+
+    assert find_shipped_prior(scn("mtp", "gb10"), tmp_path).name == "mtp-qwen3.6-gb10.json"
+    assert find_shipped_prior(scn("mtp", "8xh200"), tmp_path).name == "mtp-glm5.2-8xh200.json"
+    # h200 is not 8xh200, and mtp-step's prior is not mtp's.
+    assert find_shipped_prior(scn("mtp", "h200"), tmp_path) is None
+    assert find_shipped_prior(scn("mtp-step", "h200"), tmp_path).name == "mtp-step-x-h200.json"
