@@ -117,8 +117,8 @@ class GovernorConfig:
     drawn from the posterior once per decode epoch and otherwise set by the posterior
     means, and leaves the decode-only K, its epoch and its switch count alone.
     Off by default: on the simulator, which tells the governor each step's chunk exactly,
-    it cut Gemma 4 on GB10 from 3.9% to 0.2% regret, while on #49548 regret stayed within
-    0.1 point but switches rose from 0-1.5 to 4-7 per 1,000 steps; and vLLM verifies a
+    it cuts Gemma 4 on GB10 from 3.1% to 0.2% regret, while on #49548 regret stays within
+    0.2 point but switches rise from 0-3 to 4-7 per 1,000 steps; and vLLM verifies a
     step's drafts one step later, so the adapter only predicts the chunk (a request
     arriving in between is missed), which is not yet measured in a live server. Off, a
     step with a chunk teaches the decode cells only its decode share."""
