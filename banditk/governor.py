@@ -22,6 +22,7 @@ or pushes a dense model past its compute ridge, so they cost more.) With
 
 from __future__ import annotations
 
+import dataclasses
 
 import numpy as np
 
@@ -57,7 +58,7 @@ _PREFILL_FLOOR = 0.3
 #: mean chunk size: a window of ~200 steps, the oracle's.
 _MIXED_SHARE_DECAY = 1.0 - 1.0 / 200.0
 #: Keys of the decode-only cells in a snapshot's state.
-_DECODE_ONLY_KEYS = ("n", "sum_s", "sum_sq_s2")
+DECODE_ONLY_KEYS = ("n", "sum_s", "sum_sq_s2")
 
 
 class BanditGovernor:
@@ -125,6 +126,9 @@ class BanditGovernor:
         self._pending: list[tuple[float, int, float, float]] = []
         self._prior_tau2 = np.zeros(nb)
         self._prior_stats = self._prior_loaded
+        p = self._prior_loaded
+        self._prior_cells = prior_conflict.PriorCells(p.cell_n, p.cell_sum, p.cell_sumsq)
+        self._prior_mixed_cells = prior_conflict.PriorCells(p.mix_n, p.mix_sum, p.mix_sumsq)
         # Per (bucket, K): weight, sum and sum of squares of the decode-only steps among a
         # cell's observations, the like of the prior's cells, against which they are weighed
         # (a step next to a chunk adds its decode share, which is 15-23% off on DFlash/GB10).
@@ -531,9 +535,7 @@ class BanditGovernor:
         prior mean from it, refresh caches."""
         self._fold_pending()
         if self.prior is not None:
-            p = self._prior_loaded
-            self._set_prior_tau2(prior_conflict.calibration_variance(p.cell_n, p.cell_sum, p.cell_sumsq,
-                                                                     *self._decode_only))
+            self._set_prior_tau2(self._prior_cells.calibration_variance(*self._decode_only))
         p, d = self._prior_stats, self.data
         xtx, xty, n = p.reg_xtx + d.reg_xtx, p.reg_xty + d.reg_xty, p.reg_n + d.reg_n
         w0 = self._regression_prior_mean(xtx, xty, n)
@@ -560,14 +562,12 @@ class BanditGovernor:
         if not tau2.any():
             self._prior_stats = p
             return
-        used = p.copy()
-        f = prior_conflict.kept_share(p.cell_n, p.cell_sum, p.cell_sumsq, tau2)
-        for arr in (used.cell_n, used.cell_sum, used.cell_sumsq):
-            arr *= f
-        f = prior_conflict.kept_share(p.mix_n, p.mix_sum, p.mix_sumsq, tau2)
-        for name in MIXED_FIELDS:
-            getattr(used, name)[...] *= f
-        self._prior_stats = used
+        # New cell arrays, the rest shared with the loaded prior (nothing writes to either).
+        f = self._prior_cells.kept_share(tau2)
+        g = self._prior_mixed_cells.kept_share(tau2)
+        self._prior_stats = dataclasses.replace(
+            p, cell_n=p.cell_n * f, cell_sum=p.cell_sum * f, cell_sumsq=p.cell_sumsq * f,
+            **{name: getattr(p, name) * g for name in MIXED_FIELDS})
 
     def _regression_prior_mean(self, xtx: np.ndarray, xty: np.ndarray, n: float) -> np.ndarray | None:
         if self._prior_weights is not None:
@@ -607,7 +607,7 @@ class BanditGovernor:
             "weights": self._weights.tolist(),
             "prefill_price": self._prefill_price,
             "prior_tau2": self._prior_tau2.tolist(),
-            "decode_only_cells": dict(zip(_DECODE_ONLY_KEYS, (a.tolist() for a in self._decode_only))),
+            "decode_only_cells": dict(zip(DECODE_ONLY_KEYS, (a.tolist() for a in self._decode_only))),
             "scale_pending": self._scale_pending,
             "rng": _jsonable_rng_state(self._rng.bit_generator.state),
             "prev_k": self.prev_k,
@@ -649,7 +649,7 @@ class BanditGovernor:
         self._set_prior_tau2(np.array(state.get("prior_tau2", [0.0] * nb), dtype=float))
         cells = state.get("decode_only_cells", {})
         self._decode_only = tuple(np.array(cells[key], dtype=float) if key in cells else np.zeros_like(self.data.cell_n)
-                                  for key in _DECODE_ONLY_KEYS)
+                                  for key in DECODE_ONLY_KEYS)
         self._update_posterior_cache()
 
 

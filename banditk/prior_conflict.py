@@ -41,6 +41,10 @@ LIVE_BIAS_SD = 0.03
 #: Floor on the relative noise of a step time: a noiseless clock (a test, a replay) would
 #: otherwise weigh a prior by 0 / 0.
 MIN_RELATIVE_SD = 0.005
+#: Ceilings that keep absurd (finite) files finite: a prior off by a factor of 1000 is
+#: worth nothing either way; the snapshot validator accepts tau^2 up to this.
+MAX_TAU2 = 1e6
+_MAX_REL = 1e12
 
 
 def _mean_and_rel_var(n: np.ndarray, s: np.ndarray, ss: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -48,31 +52,39 @@ def _mean_and_rel_var(n: np.ndarray, s: np.ndarray, ss: np.ndarray) -> tuple[np.
     floored at ``MIN_RELATIVE_SD`` squared."""
     safe = np.where(n > 0, n, 1.0)
     mean = np.where(n > 0, s / safe, 0.0)
-    var = np.maximum(ss / safe - mean * mean, 0.0)
-    rel = np.where(mean > 0, var / np.maximum(mean * mean, 1e-300), 0.0)
-    return mean, np.maximum(rel, MIN_RELATIVE_SD**2)
+    with np.errstate(over="ignore", invalid="ignore"):  # a file may hold any finite numbers
+        var = np.maximum(ss / safe - mean * mean, 0.0)
+        rel = np.where(mean > 0, var / np.maximum(mean * mean, 1e-300), 0.0)
+    return mean, np.clip(np.nan_to_num(rel, nan=0.0), MIN_RELATIVE_SD**2, _MAX_REL)
 
 
-def calibration_variance(prior_n, prior_sum, prior_sumsq, live_n, live_sum, live_sumsq) -> np.ndarray:
-    """Per bucket, tau^2: the estimated relative variance of the prior's cell means about this
-    deployment's (0 where nothing contradicts the prior). Arrays are (buckets, K + 1)."""
-    mp, cp = _mean_and_rel_var(prior_n, prior_sum, prior_sumsq)
-    ml, cl = _mean_and_rel_var(live_n, live_sum, live_sumsq)
-    both = (live_n >= MIN_LIVE_N) & (prior_n > 0) & (mp > 0)
-    nb = prior_n.shape[0]
-    if not both.any():
-        return np.zeros(nb)
-    r = np.where(both, ml / np.where(both, mp, 1.0) - 1.0, 0.0)
-    v = cl / np.maximum(live_n, 1e-300) + cp / np.maximum(prior_n, 1e-300)  # sampling variance of r
-    excess = np.where(both, r * r - v - LIVE_BIAS_SD**2, 0.0)
-    w = np.where(both, live_n, 0.0)  # a cell with more live evidence says more
-    per_bucket = np.maximum((excess * w).sum(axis=1), 0.0) / np.maximum(w.sum(axis=1), 1e-300)
-    overall = max(float((excess * w).sum()), 0.0) / float(w.sum())
-    return np.maximum(per_bucket, overall)
+class PriorCells:
+    """A prior's latency cells (weight ``n``, sums ``s`` and ``ss`` of step times and their
+    squares, each (buckets, K + 1)), with their means and noise worked out once: a loaded
+    prior does not change, and the governor weighs it every refresh."""
 
+    def __init__(self, n: np.ndarray, s: np.ndarray, ss: np.ndarray) -> None:
+        self.n = n
+        self.mean, self.rel_var = _mean_and_rel_var(n, s, ss)
 
-def kept_share(n: np.ndarray, s: np.ndarray, ss: np.ndarray, tau2: np.ndarray) -> np.ndarray:
-    """Per cell, n_eff / n in (0, 1] for prior cells (weight ``n``, sums ``s`` and ``ss`` of
-    step times and their squares) under calibration variance ``tau2`` per bucket."""
-    _, c2 = _mean_and_rel_var(n, s, ss)
-    return 1.0 / (1.0 + n * tau2[:, None] / c2)
+    def calibration_variance(self, live_n: np.ndarray, live_sum: np.ndarray, live_sumsq: np.ndarray) -> np.ndarray:
+        """Per bucket, tau^2: the estimated relative variance of the prior's cell means about
+        this deployment's live cells (0 where nothing contradicts the prior)."""
+        mp, cp, prior_n = self.mean, self.rel_var, self.n
+        ml, cl = _mean_and_rel_var(live_n, live_sum, live_sumsq)
+        both = (live_n >= MIN_LIVE_N) & (prior_n > 0) & (mp > 0)
+        if not both.any():
+            return np.zeros(prior_n.shape[0])
+        with np.errstate(over="ignore", invalid="ignore"):  # an absurd prior is distrusted, not fatal
+            r = np.where(both, ml / np.where(both, mp, 1.0) - 1.0, 0.0)
+            v = cl / np.maximum(live_n, 1e-300) + cp / np.maximum(prior_n, 1e-300)  # sampling variance of r
+            excess = np.where(both, r * r - v - LIVE_BIAS_SD**2, 0.0)
+            w = np.where(both, live_n, 0.0)  # a cell with more live evidence says more
+            per_bucket = np.maximum((excess * w).sum(axis=1), 0.0) / np.maximum(w.sum(axis=1), 1e-300)
+            overall = max(float((excess * w).sum()), 0.0) / float(w.sum())
+            tau2 = np.maximum(per_bucket, overall)
+        return np.clip(np.nan_to_num(tau2, nan=MAX_TAU2), 0.0, MAX_TAU2)
+
+    def kept_share(self, tau2: np.ndarray) -> np.ndarray:
+        """Per cell, n_eff / n in (0, 1] under calibration variance ``tau2`` per bucket."""
+        return 1.0 / (1.0 + self.n * tau2[:, None] / self.rel_var)

@@ -19,7 +19,7 @@ from . import __version__
 from .atomic import atomic_write_text
 from .config import GovernorConfig
 from .errors import BanditkError, ConfigError, DrafterClassMismatchError, PriorFormatError
-from .governor import BanditGovernor
+from .governor import DECODE_ONLY_KEYS, BanditGovernor
 from .latency_model import FEATURES
 from .prior import DrafterKey, Prior, now_iso
 from .stats import SufficientStats
@@ -270,9 +270,9 @@ def _checked_state(state: dict, config: GovernorConfig) -> dict:
             arr = np.asarray(v, dtype=float)
         except (TypeError, ValueError):
             raise PriorFormatError(f"`decode_only_cells.{key}` must be numbers, got {v!r}.") from None
-        if key not in ("n", "sum_s", "sum_sq_s2") or arr.shape != (nb, k1) or not np.all(np.isfinite(arr) & (arr >= 0)):
+        if key not in DECODE_ONLY_KEYS or arr.shape != (nb, k1) or not np.all(np.isfinite(arr) & (arr >= 0)):
             raise PriorFormatError(f"`decode_only_cells.{key}` must be finite numbers >= 0 of shape {[nb, k1]} "
-                                   f"(keys n, sum_s, sum_sq_s2).")
+                                   f"(keys {', '.join(DECODE_ONLY_KEYS)}).")
     price = state.get("prefill_price", 0.0)
     if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0.0 <= price < 1e6:
         raise PriorFormatError(f"`prefill_price` must be a finite number of seconds >= 0, got {price!r}.")

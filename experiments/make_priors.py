@@ -284,8 +284,9 @@ def main() -> int:
     def progress(stage: str, total: int):
         count = [0]
 
-        def done(i: int, name: str, result: dict) -> None:
+        def done(_: int, name: str, result: dict) -> None:
             count[0] += 1
+            i = names.index(name)  # a stage's jobs can be fewer than the rows (--resume)
             report["rows"][i].update(result)
             atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")  # progress survives a stop
             el = time.monotonic() - t0
@@ -302,9 +303,7 @@ def main() -> int:
     fit_jobs = [(r, h, args.out) for r, h in todo
                 if not args.skip_fit and not (args.resume and (ROOT / "priors" / f"{r[0]}-{h}.json").exists())]
     fit_names = [f"{r[0]}-{h}" for r, h, _ in fit_jobs]
-    fitted = run_stage(fit_row, fit_jobs, fit_names, args.jobs, progress("fit", len(fit_jobs)))
-    for name, result in zip(fit_names, fitted):
-        report["rows"][names.index(name)].update(result)
+    run_stage(fit_row, fit_jobs, fit_names, args.jobs, progress("fit", len(fit_jobs)))
     regret_jobs = [(r, h, args.seeds, gc) for r, h in todo]
     run_stage(regret_row, regret_jobs, names, args.jobs, progress("regret", len(todo)))
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")

@@ -6,7 +6,7 @@ from banditk.buckets import DEFAULT_BUCKET_EDGES, bucket_of, representative_batc
 from banditk.config import GovernorConfig
 from banditk.governor import BanditGovernor
 from banditk.prior import DrafterKey, Prior
-from banditk.prior_conflict import LIVE_BIAS_SD, MIN_LIVE_N, calibration_variance, kept_share
+from banditk.prior_conflict import LIVE_BIAS_SD, MIN_LIVE_N, PriorCells
 from banditk.stats import SufficientStats
 from banditk.synthetic import SyntheticTruth
 from banditk.testing.streams import run_stream
@@ -23,9 +23,9 @@ def test_a_prior_that_agrees_keeps_all_its_weight():
     mean = np.full((NB, K1), 0.05)
     prior = _cells(mean, np.full((NB, K1), 200.0))
     live = _cells(mean, np.where(np.arange(K1) == 1, 500.0, 0.0) * np.ones((NB, 1)))
-    tau2 = calibration_variance(*prior, *live)
+    tau2 = PriorCells(*prior).calibration_variance(*live)
     assert np.all(tau2 == 0.0)
-    assert np.all(kept_share(*prior, tau2) == 1.0)
+    assert np.all(PriorCells(*prior).kept_share(tau2) == 1.0)
 
 
 def test_a_difference_within_the_noise_and_the_governors_own_error_costs_the_prior_nothing():
@@ -35,10 +35,10 @@ def test_a_difference_within_the_noise_and_the_governors_own_error_costs_the_pri
     sd = np.sqrt(0.03**2 * (1 / 500 + 1 / 200) + LIVE_BIAS_SD**2)  # sd of the relative difference
     live_mean = mean.copy()
     live_mean[0, 1] *= 1.0 + sd  # one standard deviation off
-    tau2 = calibration_variance(*_cells(mean, n_prior), *_cells(live_mean, n_live))
+    tau2 = PriorCells(*_cells(mean, n_prior)).calibration_variance(*_cells(live_mean, n_live))
     assert np.allclose(tau2, 0.0, atol=1e-12)  # r^2 = v + d^2: nothing beyond what is expected
     live_mean[0, 1] = mean[0, 1] * (1.0 + 2.0 * sd)
-    tau2 = calibration_variance(*_cells(mean, n_prior), *_cells(live_mean, n_live))
+    tau2 = PriorCells(*_cells(mean, n_prior)).calibration_variance(*_cells(live_mean, n_live))
     assert np.allclose(tau2, 3.0 * sd * sd, rtol=1e-6)  # beyond it, the excess
 
 
@@ -49,10 +49,10 @@ def test_a_cell_far_off_discounts_its_bucket_and_every_other():
     live_mean = mean.copy()
     live_mean[1, 0] *= 0.8  # this box is 20% faster than the prior says
     prior = _cells(mean, n_prior)
-    tau2 = calibration_variance(*prior, *_cells(live_mean, n_live))
+    tau2 = PriorCells(*prior).calibration_variance(*_cells(live_mean, n_live))
     # tau^2 = r^2 - v - d^2, in every bucket (none else has evidence).
     assert np.allclose(tau2, 0.04 - 0.03**2 * (1 / 400 + 1 / 200) - LIVE_BIAS_SD**2, rtol=1e-6)
-    kept = kept_share(*prior, tau2)
+    kept = PriorCells(*prior).kept_share(tau2)
     # 200 steps of 3% noise against a 20% calibration error: worth about a fifth of a step.
     assert np.all(kept * 200 < 0.25)
 
@@ -61,7 +61,7 @@ def test_cells_with_too_little_live_data_are_not_compared():
     mean = np.full((NB, K1), 0.05)
     n_live = np.zeros((NB, K1))
     n_live[2, 2] = MIN_LIVE_N * 0.9
-    tau2 = calibration_variance(*_cells(mean, np.full((NB, K1), 200.0)), *_cells(0.5 * mean, n_live))
+    tau2 = PriorCells(*_cells(mean, np.full((NB, K1), 200.0))).calibration_variance(*_cells(0.5 * mean, n_live))
     assert np.all(tau2 == 0.0)
 
 
@@ -72,8 +72,8 @@ def test_noiseless_cells_give_finite_weights():
     n_live[0, 0] = 1000.0
     prior = _cells(mean, n_prior, cv=0.0)
     for factor, kept_ok in ((1.0, lambda k: np.all(k == 1.0)), (1.5, lambda k: np.all((k > 0) & (k < 1e-3)))):
-        tau2 = calibration_variance(*prior, *_cells(mean * factor, n_live, cv=0.0))
-        kept = kept_share(*prior, tau2)
+        tau2 = PriorCells(*prior).calibration_variance(*_cells(mean * factor, n_live, cv=0.0))
+        kept = PriorCells(*prior).kept_share(tau2)
         assert np.all(np.isfinite(tau2)) and kept_ok(kept), (factor, kept)
 
 
@@ -126,7 +126,7 @@ def test_a_right_prior_keeps_its_weight_and_its_head_start():
     ks = run_stream(g, THIS_BOX, [BATCH] * 4000, seed=3)
     assert np.mean(ks[:300] == best) >= 0.9  # no exploration needed
     p = g._prior_loaded
-    kept = kept_share(p.cell_n, p.cell_sum, p.cell_sumsq, g._prior_tau2)
+    kept = PriorCells(p.cell_n, p.cell_sum, p.cell_sumsq).kept_share(g._prior_tau2)
     assert kept[p.cell_n > 0].min() > 0.5
 
 
@@ -160,7 +160,7 @@ def test_steps_next_to_a_chunk_are_not_held_against_a_right_prior():
         out = THIS_BOX.outcome(rng, d, BATCH)
         g.observe(d, StepOutcome(out.drafted, out.accepted, out.step_duration_s + 0.04 * (chunk > 0), prefill_tokens=chunk))
     p = g._prior_loaded
-    kept = kept_share(p.cell_n, p.cell_sum, p.cell_sumsq, g._prior_tau2)
+    kept = PriorCells(p.cell_n, p.cell_sum, p.cell_sumsq).kept_share(g._prior_tau2)
     assert kept[p.cell_n > 0].min() > 0.5
     # The decode cells themselves did take the chunk steps' shares, off by more than 3%.
     b = bucket_of(DEFAULT_BUCKET_EDGES, BATCH)
