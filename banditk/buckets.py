@@ -68,6 +68,44 @@ def bucket_with_hysteresis(edges: Sequence[int], batch_size: int, previous: int,
     return bucket_of(edges, batch_size)
 
 
+def debounced(bucket: int, previous: int, candidate: int, candidate_steps: int, dwell: int) -> tuple[int, int, int]:
+    """Move from ``previous`` to ``bucket`` only after ``dwell`` steps in a row there.
+
+    Returns (bucket to use, candidate bucket, steps it has been seen in a row). A one-step
+    dip (a request finishing while its successor prefills) would otherwise consult a rarely
+    visited bucket, whose wide posterior explores: a switch and a switch back for one step.
+
+    >>> debounced(2, 3, -1, 0, dwell=2), debounced(2, 3, 2, 1, dwell=2)
+    ((3, 2, 1), (2, -1, 0))
+    """
+    if previous < 0 or bucket == previous:
+        return bucket, -1, 0
+    steps = candidate_steps + 1 if bucket == candidate else 1
+    if steps >= dwell:
+        return bucket, -1, 0
+    return previous, bucket, steps
+
+
+def replay_buckets(edges: Sequence[int], batches, margin: float, dwell: int) -> list[int]:
+    """The bucket a governor consults at each step of a sequence of batch sizes
+    (hysteresis, then dwell), as :class:`banditk.governor.BanditGovernor` picks it;
+    -1 where nothing decodes (B = 0), which leaves the state as it was.
+
+    >>> replay_buckets((1, 2, 4, 8), [8, 8, 7, 8, 7, 7], margin=0.0, dwell=2)
+    [3, 3, 3, 3, 3, 2]
+    """
+    out, previous, candidate, steps = [], -1, -1, 0
+    for b in batches:
+        b = int(b)
+        if b <= 0:
+            out.append(-1)
+            continue
+        previous, candidate, steps = debounced(bucket_with_hysteresis(edges, b, previous, margin), previous,
+                                               candidate, steps, dwell)
+        out.append(previous)
+    return out
+
+
 def representative_batch(edges: Sequence[int], bucket: int) -> float:
     """A batch size that stands for the bucket: the geometric middle of its range.
 

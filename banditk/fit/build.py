@@ -15,7 +15,9 @@ uncertainty from the weights' posterior and the model misfit delta, combined wit
 cell's own observed mean where the trace has one. Cells are filled
 for the buckets the trace visited and the K range it tried (the governor's regression,
 seeded with the fitted weights, covers the rest: no extrapolation is written as data).
-Acceptance pseudo-counts are the trace's successes and failures; the regression
+Acceptance pseudo-counts are the trace's successes and failures, and the cells of steps
+next to a prompt chunk (step time and chunk size, outside the latency model) the trace's
+own such steps, in the buckets the governor would have put them; the regression
 statistics are pseudo-data whose least-squares solution is the four-feature model closest
 to the fit (:func:`governor_regression`).
 Everything is capped at the strength, as the governor would on load.
@@ -28,7 +30,7 @@ from scipy.optimize import nnls
 
 from ..buckets import bucket_of, representative_batch
 from ..latency_model import features_rows
-from ..stats import SufficientStats
+from ..stats import MIXED_FIELDS, SufficientStats
 from .data import FitData
 from .model import Posterior
 
@@ -40,6 +42,8 @@ def prior_stats(data: FitData, posterior: Posterior, edges: tuple[int, ...], str
     stats = SufficientStats.zeros(k_max, len(edges))
     stats.acc_successes[:] = data.acc_successes
     stats.acc_failures[:] = data.acc_failures
+    for f in MIXED_FIELDS:
+        getattr(stats, f)[...] = getattr(data.mixed, f)
     buckets = np.array([bucket_of(edges, int(b)) for b in g.batch])
     k_lo, k_hi = int(g.k.min()), int(g.k.max())
     cv = float(np.mean(posterior.cv))

@@ -115,6 +115,9 @@ def run_fit(args: argparse.Namespace) -> int:
     print(f"fitted {prior.provenance['steps']} steps ({len(result.ppc.rows)} (bucket, K) cells) of class "
           f"{prior.key.drafter_class} from {', '.join(i['path'] for i in inputs)} with {result.method.upper()} "
           f"in {result.seconds:.1f} s" + (f"; {skipped} malformed lines skipped" if skipped else ""))
+    mixed = prior.provenance["steps_next_to_a_prompt_chunk"]
+    if mixed:
+        print(f"kept {mixed} steps next to a prompt chunk apart, in cells of their own (time and chunk size per bucket and K)")
     print(_diagnostics_text(result))
     print(format_table(result.ppc))
     if args.report is not None:

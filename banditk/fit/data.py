@@ -4,6 +4,10 @@ Under the model every step of the same (B, K) has the same mean and noise, so th
 steps of a (B, K) pair enter the likelihood only through their count, mean and sum of
 squared deviations. Aggregating first makes the fit cost depend on the number of
 distinct (B, K) pairs (at most a few thousand), not on the number of steps.
+
+Steps that also computed a prompt chunk are outside the latency model; they are kept
+as the governor keeps them, in cells of their own per (bucket, K): step time and chunk
+size (:class:`MixedCells`).
 """
 
 from __future__ import annotations
@@ -13,8 +17,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..buckets import DEFAULT_BUCKET_EDGES, replay_buckets
+from ..config import GovernorConfig
+from ..stats import MIXED_FIELDS
 from ..trace import Trace, read_trace
 from .errors import FitInputError
+
+_DEFAULT_DWELL = GovernorConfig(drafter_class="mtp", k_max=1).bucket_dwell
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,40 @@ class StepGroups:
 
 
 @dataclass(frozen=True)
+class MixedCells:
+    """Per (bucket, K), the steps that also computed a prompt chunk, as the governor's
+    ``mix_*`` statistics hold them: count and sums of step time t (s), chunk size P
+    (tokens), t^2, P^2 and t P. Each step is in its load's bucket: most such steps have
+    one request fewer decoding than the load's other steps (one finished, its successor
+    prefills), and the governor's dwell keeps such a dip in the load's bucket
+    (:func:`banditk.buckets.replay_buckets` without hysteresis). Hysteresis is left out
+    as it is for the decode-only cells (bucket of B): it depends on the path by which the
+    trace's load reached B, and a deployment's path is its own.
+    """
+
+    mix_n: np.ndarray
+    mix_sum: np.ndarray
+    mix_sumsq: np.ndarray
+    mix_p: np.ndarray
+    mix_pp: np.ndarray
+    mix_tp: np.ndarray
+
+    @classmethod
+    def zeros(cls, num_buckets: int, k_max: int) -> "MixedCells":
+        return cls(*(np.zeros((num_buckets, k_max + 1)) for _ in MIXED_FIELDS))
+
+    def add(self, bucket: np.ndarray, k: np.ndarray, step_s: np.ndarray, prefill: np.ndarray) -> None:
+        """Add steps (bucket, K, step time, chunk size), all with a prompt chunk."""
+        t, p = np.asarray(step_s, dtype=float), np.asarray(prefill, dtype=float)
+        for f, v in zip(MIXED_FIELDS, (np.ones_like(t), t, t * t, p, p * p, t * p)):
+            np.add.at(getattr(self, f), (bucket, k), v)
+
+    @property
+    def steps(self) -> int:
+        return int(round(float(self.mix_n.sum())))
+
+
+@dataclass(frozen=True)
 class FitData:
     """Everything the fit uses from one or more traces of one drafter class.
 
@@ -53,6 +96,7 @@ class FitData:
         groups: step times per (B, K).
         acc_successes: per position 1..k_max, accepted drafts over all steps.
         acc_failures: per position 1..k_max, first rejections over all steps.
+        mixed: the steps next to a prompt chunk, per (bucket, K).
         headers: each trace's header line.
         inputs: per trace, its path, steps used, lines skipped and source.
     """
@@ -62,6 +106,7 @@ class FitData:
     groups: StepGroups
     acc_successes: np.ndarray
     acc_failures: np.ndarray
+    mixed: MixedCells
     headers: list[dict] = field(default_factory=list)
     inputs: list[dict] = field(default_factory=list)
 
@@ -89,7 +134,8 @@ def aggregate(batch: np.ndarray, k: np.ndarray, step_s: np.ndarray) -> StepGroup
 
 
 def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_class: str | None = None,
-         max_steps: int | None = None) -> FitData:
+         max_steps: int | None = None, bucket_edges: tuple[int, ...] = DEFAULT_BUCKET_EDGES,
+         bucket_dwell: int = _DEFAULT_DWELL) -> FitData:
     """Read traces (each with its rotated parts) and aggregate them.
 
     Args:
@@ -97,6 +143,8 @@ def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_cl
         k_max: keep K up to this (default: the largest ``k_max`` of the traces).
         drafter_class: if given, every trace must be of this class.
         max_steps: read at most this many steps per trace.
+        bucket_edges, bucket_dwell: the governor's bucketing, by which the steps next to
+            a prompt chunk are put in cells (see :class:`MixedCells`).
 
     Raises:
         FitInputError: no paths, traces of another or of mixed classes, or no step within ``k_max``.
@@ -131,6 +179,7 @@ def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_cl
     acc_s = np.zeros(k_max)
     acc_f = np.zeros(k_max)
     inputs = []
+    mixed = MixedCells.zeros(len(bucket_edges), k_max)
     for name, t in traces:
         keep = t.k <= k_max
         m = min(k_max, t.k_max)
@@ -140,11 +189,16 @@ def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_cl
         # latency model does not describe: they inform acceptance, not latency.
         decode_only = keep & (t.prefill == 0)
         cols.append((t.batch[decode_only], t.k[decode_only], t.step_s[decode_only]))
+        # Each trace replayed from its own start: a governor starts with no bucket.
+        buckets = np.array(replay_buckets(bucket_edges, t.batch, 0.0, bucket_dwell), dtype=np.int64)
+        next_to_chunk = keep & (t.prefill > 0) & (buckets >= 0)
+        mixed.add(buckets[next_to_chunk], t.k[next_to_chunk], t.step_s[next_to_chunk], t.prefill[next_to_chunk])
         inputs.append({"path": name, "steps": int(keep.sum()), "dropped_k_above_k_max": int((~keep).sum()),
                        "latency_steps_without_prefill": int(decode_only.sum()),
+                       "steps_next_to_a_prompt_chunk": int(next_to_chunk.sum()),
                        "skipped_lines": int(t.skipped), "source": str(t.header.get("source", ""))})
     batch, k, step_s = (np.concatenate(c) for c in zip(*cols))
     if batch.size == 0:
         raise FitInputError(f"no step of {[n for n, _ in traces]} has K <= k_max={k_max} and no prefill in it.")
-    return FitData(classes.pop(), k_max, aggregate(batch, k, step_s), acc_s, acc_f,
+    return FitData(classes.pop(), k_max, aggregate(batch, k, step_s), acc_s, acc_f, mixed,
                    [t.header for _, t in traces], inputs)

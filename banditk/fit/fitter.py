@@ -138,7 +138,8 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
         banditk.errors.PriorFormatError: a trace without a usable header or steps.
     """
     start = time.perf_counter()
-    data = data_mod.load(paths, k_max=options.k_max, drafter_class=options.drafter_class)
+    data = data_mod.load(paths, k_max=options.k_max, drafter_class=options.drafter_class,
+                         bucket_edges=options.bucket_edges)
     groups = data.groups
     if len(groups) < len(FEATURES):
         raise FitInputError(
@@ -218,6 +219,8 @@ def _prior(data: data_mod.FitData, posterior: Posterior, acceptance: AcceptanceF
         "inputs": data.inputs,
         "trace_source": _first(data.headers, "source"),
         "steps": data.steps,
+        # Kept apart as the prior's mixed cells (step time and chunk size per bucket and K).
+        "steps_next_to_a_prompt_chunk": data.mixed.steps,
         "model": MODEL_NAME,
         "model_summary": MODEL_SUMMARY,
         "method": method,

@@ -40,6 +40,24 @@ def write_trace(path: Path, truth: SyntheticTruth, steps: int, seed: int = 0, *,
     return path
 
 
+def write_chunked_trace(path: Path, steps: int = 400, seed: int = 0) -> tuple[Path, dict[int, list[float]]]:
+    """A load of 8 decoding requests where every 5th step one of them finishes and its
+    successor's prompt chunk (256 tokens) runs next to the other 7 requests' drafts; such a
+    step costs 40 ms + 5 ms per K. Returns the path and, per K, the mixed steps' times."""
+    rng = np.random.default_rng(seed)
+    lines, mixed = [json.dumps(header("mtp", 4, "sim"))], {k: [] for k in range(5)}
+    for i in range(steps):
+        k = int(rng.integers(0, 5))
+        chunk = i % 5 == 4
+        t = (0.040 + 0.005 * k if chunk else 0.010 + 0.002 * k) * rng.gamma(400.0, 1 / 400.0)
+        if chunk:
+            mixed[k].append(t)
+        lines.append(json.dumps({"step": i + 1, "B": 7 if chunk else 8, "k": k, "step_s": t,
+                                 "acc_s": [0] * 4, "acc_f": [0] * 4, "prefill": 256 if chunk else 0}))
+    path.write_text("\n".join(lines) + "\n")
+    return path, mixed
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     import torch

@@ -2,7 +2,7 @@ import json
 
 import numpy as np
 import pytest
-from .conftest import write_trace
+from .conftest import write_chunked_trace, write_trace
 
 from banditk.errors import BanditkError, DrafterClassMismatchError
 from banditk.fit.acceptance import fit_acceptance
@@ -96,3 +96,45 @@ def test_no_paths_and_bad_k_max_name_the_argument(tmp_path):
 def test_bad_options_name_the_field_and_value(kwargs, match):
     with pytest.raises(FitInputError, match=match):
         FitOptions(**kwargs)
+
+
+def test_steps_next_to_a_chunk_are_kept_in_the_bucket_the_governor_consults(tmp_path):
+    from banditk.buckets import DEFAULT_BUCKET_EDGES, bucket_of
+
+    p, mixed = write_chunked_trace(tmp_path / "t.jsonl")
+    data = load([p])
+    # Decode-only steps alone feed the latency groups.
+    assert data.steps == 320 and data.inputs[0]["steps_next_to_a_prompt_chunk"] == 80
+    m = data.mixed
+    b8, b7 = bucket_of(DEFAULT_BUCKET_EDGES, 8), bucket_of(DEFAULT_BUCKET_EDGES, 7)
+    # A one-step dip to B = 7 stays in B = 8's bucket (the governor's dwell): B = 7's own bucket is empty.
+    assert m.mix_n[b7].sum() == 0 and m.mix_n[b8].sum() == 80 and m.steps == 80
+    for k, ts in mixed.items():
+        ts = np.array(ts)
+        assert m.mix_n[b8, k] == ts.size
+        assert m.mix_sum[b8, k] == pytest.approx(ts.sum()) and m.mix_sumsq[b8, k] == pytest.approx((ts**2).sum())
+        assert m.mix_p[b8, k] == 256 * ts.size and m.mix_pp[b8, k] == 256**2 * ts.size
+        assert m.mix_tp[b8, k] == pytest.approx(256 * ts.sum())
+    # Steps above k_max are dropped here too.
+    assert load([p], k_max=2).mixed.mix_n.sum() == sum(len(mixed[k]) for k in range(3))
+
+
+def test_a_load_that_stays_at_a_new_batch_size_moves_its_chunks_there(tmp_path):
+    from banditk.buckets import DEFAULT_BUCKET_EDGES, bucket_of
+
+    lines = [json.dumps(header("mtp", 2, "sim"))]
+    batches = [16] * 10 + [3] * 10  # the load drops from 16 to 3 and stays
+    for i, b in enumerate(batches):
+        lines.append(json.dumps({"step": i + 1, "B": b, "k": 1, "step_s": 0.02, "acc_s": [0, 0], "acc_f": [0, 0],
+                                 "prefill": 64}))
+    p = tmp_path / "t.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    # Every step has a chunk, so no decode-only step: the fit has no latency data to use.
+    with pytest.raises(FitInputError, match="no prefill"):
+        load([p])
+    lines.append(json.dumps({"step": 21, "B": 3, "k": 0, "step_s": 0.01, "acc_s": [0, 0], "acc_f": [0, 0]}))
+    p.write_text("\n".join(lines) + "\n")
+    m = load([p]).mixed
+    # The dwell (4 steps) keeps the first 3 steps at B = 3 in B = 16's bucket.
+    assert m.mix_n[bucket_of(DEFAULT_BUCKET_EDGES, 16), 1] == 13
+    assert m.mix_n[bucket_of(DEFAULT_BUCKET_EDGES, 3), 1] == 7

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from .conftest import write_governed_trace, write_trace
+from .conftest import write_chunked_trace, write_governed_trace, write_trace
 
 from banditk.buckets import representative_batch
 from banditk.config import GovernorConfig
@@ -97,6 +97,26 @@ def test_prior_file_loads_and_carries_provenance(nuts_fit, tmp_path):
     assert np.all(s.cell_sum[11] / s.cell_n[11] > 1.08 * TRUTH.mean_step_s(64))
     # Buckets the trace never reached are left to the regression.
     assert s.cell_n[-1].sum() == 0
+
+
+def test_prior_holds_the_trace_s_steps_next_to_a_chunk(nuts_fit, tmp_path):
+    """A governor from the prior knows what each K costs next to a prompt chunk before it
+    has seen one: 40 ms + 5 ms per K, where the decode-only difference (2 ms per K) that
+    it would assume without them is 9 ms off at K = 4."""
+    from banditk.buckets import DEFAULT_BUCKET_EDGES, bucket_of
+    from banditk.fit.build import prior_stats
+    from banditk.fit.data import load
+    from banditk.prior import Prior
+
+    path, mixed = write_chunked_trace(tmp_path / "chunked.jsonl", steps=2000)
+    stats = prior_stats(load([path]), nuts_fit.posterior, DEFAULT_BUCKET_EDGES, 200.0)
+    b = bucket_of(DEFAULT_BUCKET_EDGES, 8)
+    assert stats.mix_n[b].tolist() == [len(mixed[k]) for k in range(5)]
+    prior = Prior(nuts_fit.prior.key, 4, DEFAULT_BUCKET_EDGES, stats, 200.0, nuts_fit.prior.latency_weights, {})
+    gov = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, prefill_aware=True), prior)
+    m = gov.mixed_step_posterior(b, 256, 7)[0]
+    assert np.allclose(m, [np.mean(mixed[k]) for k in range(5)], rtol=0.01), m
+    assert m[4] - m[0] == pytest.approx(0.020, rel=0.05)
 
 
 def _regret(prior, batches, seed=0):
