@@ -29,7 +29,7 @@ import numpy as np
 from . import latency_model, nig, prior_conflict
 from .sampling import gamma_variates
 from .acceptance import expected_tokens, position_counts
-from .buckets import bucket_with_hysteresis, representative_batch
+from .buckets import bucket_with_hysteresis, debounced, representative_batch
 from .config import GovernorConfig
 from .errors import DrafterClassMismatchError, IncompatiblePriorError, InvalidContextError, InvalidDecisionError, InvalidOutcomeError
 from .prior import Prior
@@ -52,6 +52,10 @@ _OUTLIER_MIN_N = 3.0
 #: ``mixed_step_posterior``). At 8 the once-per-epoch draw explored too little to find
 #: Gemma 4's K next to chunks on Strix Halo; at 0.1 it explored every cell.
 _MIXED_PRIOR_COUNT = 2.0
+#: Steps next to a prompt chunk a K needs in its cell (prior and data) before such a step
+#: may leave the decode K for another (see ``_select_mixed``). At 3, Gemma 4 with a flat
+#: prior found its K next to chunks at C = 48 on GB10 (0.16% regret over 20,000 steps).
+_MIXED_LEARN_STEPS = 3.0
 #: Taking the prefill share out never leaves less than this fraction of a step.
 _PREFILL_FLOOR = 0.3
 #: Per-step decay of a bucket's running share of steps next to a prompt chunk and of their
@@ -104,7 +108,6 @@ class BanditGovernor:
         self._model_prior_precision = np.diag(config.model_prior_strength * (self._design**2).reshape(-1, len(latency_model.FEATURES)).mean(axis=0))
         self.prev_k = -1
         self.prev_bucket = -1
-        self._mixed_draw_due = True  # see _select_mixed
         # Per bucket: running share of observed steps next to a prompt chunk, and their mean chunk size.
         self._mixed_share = np.zeros(nb)
         self._mixed_chunk = np.zeros(nb)
@@ -164,7 +167,6 @@ class BanditGovernor:
             self.k_counts[self.prev_k] += 1
             return Decision(k=self.prev_k, bucket=bucket, num_decoding=batch, step_id=self.steps)
         self._held = 0
-        self._mixed_draw_due = True  # a new decode decision: the next step next to a chunk may explore
         scores = self._scores(bucket, batch, self._kv_factor(context.kv_usage) if kv_pressed else 1.0)
         k = int(np.argmax(scores))
         if self.prev_k >= 0 and k != self.prev_k:
@@ -190,30 +192,28 @@ class BanditGovernor:
 
         The chunk's time is the same whatever K is, so goodput of the whole step would
         make drafts look cheap. Instead each K is scored by its tokens less what its
-        time would have earned at the bucket's best decode-only goodput. The decode-only
-        K, epoch and switch count are left as they are: the next decode step goes on
-        where it was.
+        time would have earned at the bucket's best decode-only goodput, at the posterior
+        means and this step's chunk size. Until the decode K has ``_MIXED_LEARN_STEPS``
+        such steps (prior and data), the step keeps it: what the decode K costs next to a
+        chunk is learnt without a switch, and so is that of every K the decode epochs
+        explore. No draw of its own: one Thompson draw per decode epoch switched 4-7
+        times per 1,000 steps on #49548, where these steps' best K is the decode K. The
+        decode-only K, epoch and switch count are left as they are: the next decode step
+        goes on where it was.
         """
-        cfg, batch = self.config, context.num_decoding
+        cfg, batch, prev = self.config, context.num_decoding, self.prev_k
         self.mixed_steps += 1
-        ratio = self._batch_ratio(batch, bucket)
-        mn, kn, an, bn = self.mixed_step_posterior(bucket, context.prefill_tokens, batch)
-        if self._mixed_draw_due:
-            # One Thompson draw per decode epoch explores; drawn at every such step it
-            # tried other K often enough to switch tens of times per 1,000 steps.
-            self._mixed_draw_due = False
-            tokens, t_decode = self._sample_tokens_and_times(bucket)
-            t_mixed = self._draw_means(mn, kn, an, bn)
-        else:
-            # Otherwise the posterior means decide, at this step's chunk size.
-            a, b = self._acc_a, self._acc_b
-            tokens, t_decode, t_mixed = expected_tokens(a / (a + b)), self._post_m[bucket], mn
-        tokens = tokens * batch
+        if self._prior_stats.mix_n[bucket, prev] + self.data.mix_n[bucket, prev] < _MIXED_LEARN_STEPS:
+            self.k_counts[prev] += 1
+            return Decision(k=prev, bucket=bucket, num_decoding=batch, step_id=self.steps)
+        t_mixed = self.mixed_step_posterior(bucket, context.prefill_tokens, batch)[0]
+        a, b = self._acc_a, self._acc_b
+        tokens = expected_tokens(a / (a + b)) * batch
         if kv_pressed:
             tokens = tokens * self._kv_factor(context.kv_usage)
-        rate = float(np.max(tokens / (t_decode * ratio)))
+        rate = float(np.max(tokens / (self._post_m[bucket] * self._batch_ratio(batch, bucket))))
         scores = tokens - rate * t_mixed
-        scores[self.prev_k] += cfg.switch_penalty * tokens[self.prev_k]
+        scores[prev] += cfg.switch_penalty * tokens[prev]
         k = int(np.argmax(scores))
         self.k_counts[k] += 1
         return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=tuple(scores.tolist()))
@@ -240,23 +240,10 @@ class BanditGovernor:
         return w0 + w1 * batch * (k + 1) + (w2 + w3 * batch) * (k if k > 1 else 1)
 
     def _debounced_bucket(self, bucket: int) -> int:
-        """Move to a new bucket only after B has stayed there ``bucket_dwell`` steps in a row.
-
-        A one-step dip (a request finishing while its successor prefills) would otherwise
-        consult a rarely visited bucket, whose wide posterior explores: a switch and a
-        switch back for one step.
-        """
-        if self.prev_bucket < 0 or bucket == self.prev_bucket:
-            self._candidate_bucket, self._candidate_steps = -1, 0
-            return bucket
-        if bucket == self._candidate_bucket:
-            self._candidate_steps += 1
-        else:
-            self._candidate_bucket, self._candidate_steps = bucket, 1
-        if self._candidate_steps >= self.config.bucket_dwell:
-            self._candidate_bucket, self._candidate_steps = -1, 0
-            return bucket
-        return self.prev_bucket
+        """The bucket to consult: ``bucket`` once B has stayed there ``bucket_dwell`` steps (see buckets.debounced)."""
+        out, self._candidate_bucket, self._candidate_steps = debounced(
+            bucket, self.prev_bucket, self._candidate_bucket, self._candidate_steps, self.config.bucket_dwell)
+        return out
 
     def observe(self, decision: Decision, outcome: StepOutcome) -> None:
         """Learn from the verification of ``decision``'s drafts."""
@@ -612,7 +599,6 @@ class BanditGovernor:
             "rng": _jsonable_rng_state(self._rng.bit_generator.state),
             "prev_k": self.prev_k,
             "prev_bucket": self.prev_bucket,
-            "mixed_draw_due": self._mixed_draw_due,
             "mixed_share": self._mixed_share.tolist(),
             "mixed_chunk": self._mixed_chunk.tolist(),
             "held": self._held,
@@ -633,7 +619,6 @@ class BanditGovernor:
         self._scale_pending = bool(state["scale_pending"])
         self._rng.bit_generator.state = state["rng"]
         self.prev_k, self.prev_bucket = int(state["prev_k"]), int(state["prev_bucket"])
-        self._mixed_draw_due = bool(state.get("mixed_draw_due", True))
         nb = cfg.num_buckets  # absent in snapshots written before K was scored over the mix
         self._mixed_share = np.array(state.get("mixed_share", [0.0] * nb), dtype=float)
         self._mixed_chunk = np.array(state.get("mixed_chunk", [0.0] * nb), dtype=float)
