@@ -49,8 +49,7 @@ _OUTLIER_RUN = 8
 #: Observations a cell needs before its mean is trusted to call a step an outlier.
 _OUTLIER_MIN_N = 3.0
 #: Weight, in steps, of the additive prior of a cell of steps next to a prompt chunk (see
-#: ``mixed_step_posterior``). At 8 the once-per-epoch draw explored too little to find
-#: Gemma 4's K next to chunks on Strix Halo; at 0.1 it explored every cell.
+#: ``mixed_step_posterior``): a K with a few such steps is read mostly from them.
 _MIXED_PRIOR_COUNT = 2.0
 #: Steps next to a prompt chunk a K needs in its cell (prior and data) before such a step
 #: may leave the decode K for another (see ``_select_mixed``). At 3, Gemma 4 with a flat

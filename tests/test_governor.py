@@ -213,6 +213,45 @@ def test_steps_next_to_a_prompt_chunk_get_their_own_k(truth):
     assert np.mean(ks[at_chunk] == ks[at_chunk - 1]) >= 0.98 and g.mixed_steps == 0
 
 
+def test_steps_next_to_a_chunk_keep_the_decode_k_where_it_is_best_there_too(truth):
+    # Next to the chunk a draft costs what it costs in a decode-only step, so the decode K
+    # (K=2) is best there too: such steps should not leave it. One Thompson draw per decode
+    # epoch next to a chunk (the old rule) tried other K there 4-7 times per 1,000 steps.
+    g = gov(seed=6, prefill_aware=True)
+    ks, mixed = _mixed_stream(g, truth, 6000, seed=6, per_draft_s=0.0)
+    late = slice(2000, None)
+    assert np.mean(ks[late] == 2) >= 0.99, np.bincount(ks[late])
+    assert switches(ks[late]) <= 8, switches(ks[late])  # <= 2 per 1,000 steps (EVALUATION.md)
+    # Each K's cell next to a chunk was filled from the decode epochs that tried it: no
+    # step next to a chunk left the decode K before its cell held 3 such steps.
+    first_leave = next((i for i in np.flatnonzero(mixed) if ks[i] != ks[i - 1]), None)
+    assert first_leave is None or first_leave > 40
+
+
+def test_a_prior_that_knows_the_steps_next_to_a_chunk_needs_no_exploration(truth):
+    # The prior's cells next to a 1000-token chunk say K=1 is best there (each draft costs
+    # 0.6 ms more than in a decode-only step, as in test_steps_next_to_a_prompt_chunk_get_their_own_k):
+    # the very first such step takes K=1, with no step spent on the decode K.
+    from banditk.prior import DrafterKey, Prior
+    from banditk.stats import SufficientStats
+
+    stats = SufficientStats.zeros(4, len(GovernorConfig(drafter_class="mtp", k_max=4).bucket_edges))
+    bucket = 5  # B = 8
+    t = truth.mean_step_s(8) + 6e-4 * 8 * np.arange(5) + 2e-4 * 1000
+    n = 50.0
+    stats.mix_n[bucket], stats.mix_sum[bucket], stats.mix_sumsq[bucket] = n, n * t, n * t * t * (1 + 0.03**2)
+    stats.mix_p[bucket], stats.mix_pp[bucket], stats.mix_tp[bucket] = n * 1000, n * 1000**2, n * 1000 * t
+    acc = np.asarray(truth.acceptance)
+    stats.acc_successes[:], stats.acc_failures[:] = 100 * acc, 100 * (1 - acc)
+    prior = Prior(DrafterKey("mtp"), 4, GovernorConfig(drafter_class="mtp", k_max=4).bucket_edges, stats)
+    ks, mixed = _mixed_stream(gov(seed=3, prefill_aware=True), truth, 400, seed=3)
+    ks_prior, _ = _mixed_stream(BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=3, prefill_aware=True), prior),
+                                truth, 400, seed=3)
+    at_chunk = np.flatnonzero(mixed)
+    assert np.all(ks_prior[at_chunk] == 1), ks_prior[at_chunk]
+    assert np.mean(ks[at_chunk[:20]] == 1) < 0.5  # the flat governor is still learning there
+
+
 def test_one_k_for_a_bucket_is_chosen_for_its_mix_of_steps(truth):
     # Decode-only steps are best at K=2, but every 4th step also carries a chunk next to which
     # each draft costs 2 ms more. One K serves both: over the mix, at the oracle's score, K=1

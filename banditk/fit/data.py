@@ -133,6 +133,30 @@ def aggregate(batch: np.ndarray, k: np.ndarray, step_s: np.ndarray) -> StepGroup
     return StepGroups(pairs[:, 0].copy(), pairs[:, 1].copy(), n, mean, m2)
 
 
+#: A step next to a chunk more than this many times its bucket's median chunk is left out
+#: of the prior's cells (see :func:`typical_chunks`).
+CHUNK_OUTLIER_FACTOR = 4.0
+
+
+def typical_chunks(bucket: np.ndarray, k: np.ndarray, step_s: np.ndarray, prefill: np.ndarray):
+    """The steps next to a chunk whose chunk is at most ``CHUNK_OUTLIER_FACTOR`` times the
+    median of their bucket's.
+
+    The governor reads each K's cell at a chunk size along a slope in P shared by the
+    bucket, so a rare giant chunk (several whole prompts in one step) weighs on that slope
+    like hundreds of ordinary steps: one step of 7,952 tokens among 480 of 512-2,048 doubled
+    it on Qwen3.6/Strix Halo at concurrency 48 and moved K=4's cell 1.2% off.
+
+    >>> typical_chunks(np.zeros(4, int), np.ones(4, int), np.ones(4), np.array([512, 512, 1024, 8000]))[3].tolist()
+    [512, 512, 1024]
+    """
+    keep = np.ones(bucket.size, dtype=bool)
+    for b in np.unique(bucket):
+        in_b = bucket == b
+        keep[in_b] = prefill[in_b] <= CHUNK_OUTLIER_FACTOR * np.median(prefill[in_b])
+    return bucket[keep], k[keep], step_s[keep], prefill[keep]
+
+
 def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_class: str | None = None,
          max_steps: int | None = None, bucket_edges: tuple[int, ...] = DEFAULT_BUCKET_EDGES,
          bucket_dwell: int = _DEFAULT_DWELL) -> FitData:
@@ -179,7 +203,7 @@ def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_cl
     acc_s = np.zeros(k_max)
     acc_f = np.zeros(k_max)
     inputs = []
-    mixed = MixedCells.zeros(len(bucket_edges), k_max)
+    chunked: list[tuple[np.ndarray, ...]] = []
     for name, t in traces:
         keep = t.k <= k_max
         m = min(k_max, t.k_max)
@@ -192,7 +216,7 @@ def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_cl
         # Each trace replayed from its own start: a governor starts with no bucket.
         buckets = np.array(replay_buckets(bucket_edges, t.batch, 0.0, bucket_dwell), dtype=np.int64)
         next_to_chunk = keep & (t.prefill > 0) & (buckets >= 0)
-        mixed.add(buckets[next_to_chunk], t.k[next_to_chunk], t.step_s[next_to_chunk], t.prefill[next_to_chunk])
+        chunked.append((buckets[next_to_chunk], t.k[next_to_chunk], t.step_s[next_to_chunk], t.prefill[next_to_chunk]))
         inputs.append({"path": name, "steps": int(keep.sum()), "dropped_k_above_k_max": int((~keep).sum()),
                        "latency_steps_without_prefill": int(decode_only.sum()),
                        "steps_next_to_a_prompt_chunk": int(next_to_chunk.sum()),
@@ -200,5 +224,7 @@ def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_cl
     batch, k, step_s = (np.concatenate(c) for c in zip(*cols))
     if batch.size == 0:
         raise FitInputError(f"no step of {[n for n, _ in traces]} has K <= k_max={k_max} and no prefill in it.")
+    mixed = MixedCells.zeros(len(bucket_edges), k_max)
+    mixed.add(*typical_chunks(*(np.concatenate(c) for c in zip(*chunked))))
     return FitData(classes.pop(), k_max, aggregate(batch, k, step_s), acc_s, acc_f, mixed,
                    [t.header for _, t in traces], inputs)

@@ -138,3 +138,16 @@ def test_a_load_that_stays_at_a_new_batch_size_moves_its_chunks_there(tmp_path):
     # The dwell (4 steps) keeps the first 3 steps at B = 3 in B = 16's bucket.
     assert m.mix_n[bucket_of(DEFAULT_BUCKET_EDGES, 16), 1] == 13
     assert m.mix_n[bucket_of(DEFAULT_BUCKET_EDGES, 3), 1] == 7
+
+
+def test_a_giant_chunk_is_left_out_of_the_cells(tmp_path):
+    # One step of a whole batch of prompts (8,000 tokens) among 512-token chunks would
+    # set the slope along P by itself; it is dropped, the 1,024-token ones are kept.
+    p, mixed = write_chunked_trace(tmp_path / "t.jsonl")
+    lines = p.read_text().splitlines()
+    rows = [json.loads(x) for x in lines[1:]]
+    chunk_rows = [r for r in rows if r["prefill"]]
+    chunk_rows[0]["prefill"], chunk_rows[1]["prefill"] = 8000, 1024
+    p.write_text("\n".join([lines[0], *map(json.dumps, rows)]) + "\n")
+    m = load([p]).mixed
+    assert m.steps == 79 and m.mix_p.sum() == 256 * 78 + 1024
