@@ -66,6 +66,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                    help="cpu: fp32, eager, the CPU environment; gpu: bf16, vLLM's defaults")
     p.add_argument("--fresh", action="store_true", help="discard finished points and start over")
+    p.add_argument("--governor-config", type=_json_object, default={}, metavar="JSON",
+                   help='governor hyperparameters for the bandit policies, e.g. \'{"prefill_aware": false}\' '
+                        "(added to their governor_config; recorded in the report's setup)")
     args = p.parse_args(argv)
     if args.quick:
         args.target_layers, args.hidden, args.min_requests, args.min_seconds = 1, 128, 4, 0.0
@@ -80,6 +83,24 @@ def parse_args(argv=None) -> argparse.Namespace:
                                   f"table:{args.table}", "bandit", "bandit+prior"])
     args.policies = split_policies(args.policies)
     return args
+
+
+def _json_object(text: str) -> dict:
+    """``--governor-config``: a JSON object, or an error naming the value.
+
+    >>> _json_object('{"prefill_aware": false}')
+    {'prefill_aware': False}
+    >>> _json_object('[1]')
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: must be a JSON object, got '[1]'
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
+    return value
 
 
 def split_policies(text: str) -> list[str]:
@@ -234,6 +255,8 @@ def main(argv=None) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
         spec = speculative_config(policy, draft=draft, k_max=args.k_max,
                                   work_dir=run_dir, prior=prior_for(args) if policy == "bandit+prior" else None)
+        if spec is not None and args.governor_config and spec.get("governor") == "bandit":
+            spec["governor_config"] = {**spec["governor_config"], **args.governor_config}
         if spec is not None and args.synthetic_acceptance:
             rates = [float(x) for x in args.synthetic_acceptance.split(",")]
             spec.update(rejection_sample_method="synthetic",
@@ -279,7 +302,8 @@ def build_report(points: list[dict], args) -> dict:
             "setup": {"target_layers": args.target_layers, "draft_layers": args.draft_layers, "hidden": args.hidden,
                       "agreement": args.agreement, "k_max": args.k_max, "input_len": args.input_len,
                       "output_len": args.output_len, "min_requests": args.min_requests, "min_seconds": args.min_seconds,
-                      "table": args.table, "client": "vllm.benchmarks.serve (vllm bench serve)"},
+                      "table": args.table, "governor_config": args.governor_config,
+                      "client": "vllm.benchmarks.serve (vllm bench serve)"},
             "machine": versions(), "points": points, "checks": checks, "summary": summary(checks)}
 
 
