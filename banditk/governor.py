@@ -130,7 +130,8 @@ class BanditGovernor:
         self._prior_stats = self._prior_loaded
         p = self._prior_loaded
         self._prior_cells = prior_conflict.PriorCells(p.cell_n, p.cell_sum, p.cell_sumsq)
-        self._prior_mixed_cells = prior_conflict.PriorCells(p.mix_n, p.mix_sum, p.mix_sumsq)
+        mixed = [getattr(p, f) for f in MIXED_FIELDS]
+        self._prior_mixed_cells = prior_conflict.PriorCells(*mixed[:3], prior_conflict.chunk_adjusted_rel_var(*mixed))
         # Per (bucket, K): weight, sum and sum of squares of the decode-only steps among a
         # cell's observations, the like of the prior's cells, against which they are weighed
         # (a step next to a chunk adds its decode share, which is 15-23% off on DFlash/GB10).

@@ -58,14 +58,44 @@ def _mean_and_rel_var(n: np.ndarray, s: np.ndarray, ss: np.ndarray) -> tuple[np.
     return mean, np.clip(np.nan_to_num(rel, nan=0.0), MIN_RELATIVE_SD**2, _MAX_REL)
 
 
+def chunk_adjusted_rel_var(n, s, ss, p, pp, tp) -> np.ndarray:
+    """Per cell of steps next to a prompt chunk (weight ``n``; sums of step time, its square,
+    chunk size P, P^2 and time x P), the squared coefficient of variation of a step's time
+    about the cell's line along P, whose slope the bucket's cells share (as the governor
+    reads them), floored at ``MIN_RELATIVE_SD`` squared.
+
+    The raw spread counts the chunks' sizes as noise: 20-50% of a step's time, where the
+    cell's mean at a given P is known to a few percent. Weighed by the raw spread, a prior
+    from another box kept its cells next to chunks at nearly full weight.
+
+    >>> t = np.array([[1.0, 2.0]]); n = np.full((1, 2), 2.0)  # per cell: (P, t) = (0, t) and (10, t + 1)
+    >>> chunk_adjusted_rel_var(n, n * t + 1, 2 * t * t + 2 * t + 1, n * 5, n * 50, 10 * (t + 1)).tolist()
+    [[2.5e-05, 2.5e-05]]
+    """
+    safe = np.where(n > 0, n, 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mt, mp = s / safe, p / safe
+        var_t = np.maximum(ss / safe - mt * mt, 0.0)
+        var_p = np.maximum(pp / safe - mp * mp, 0.0)
+        cov = tp / safe - mt * mp
+        spread = (n * var_p).sum(axis=1, keepdims=True)
+        slope = np.where(spread > 1.0, (n * cov).sum(axis=1, keepdims=True) / np.maximum(spread, 1e-300), 0.0)
+        resid = np.maximum(var_t - 2.0 * slope * cov + slope * slope * var_p, 0.0)
+        rel = np.where((n > 0) & (mt > 0), resid / np.maximum(mt * mt, 1e-300), 0.0)
+    return np.clip(np.nan_to_num(rel, nan=0.0), MIN_RELATIVE_SD**2, _MAX_REL)
+
+
 class PriorCells:
     """A prior's latency cells (weight ``n``, sums ``s`` and ``ss`` of step times and their
     squares, each (buckets, K + 1)), with their means and noise worked out once: a loaded
-    prior does not change, and the governor weighs it every refresh."""
+    prior does not change, and the governor weighs it every refresh. ``rel_var`` replaces
+    the cells' own spread as their noise (see :func:`chunk_adjusted_rel_var`)."""
 
-    def __init__(self, n: np.ndarray, s: np.ndarray, ss: np.ndarray) -> None:
+    def __init__(self, n: np.ndarray, s: np.ndarray, ss: np.ndarray, rel_var: np.ndarray | None = None) -> None:
         self.n = n
         self.mean, self.rel_var = _mean_and_rel_var(n, s, ss)
+        if rel_var is not None:
+            self.rel_var = rel_var
 
     def calibration_variance(self, live_n: np.ndarray, live_sum: np.ndarray, live_sumsq: np.ndarray) -> np.ndarray:
         """Per bucket, tau^2: the estimated relative variance of the prior's cell means about
