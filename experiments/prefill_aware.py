@@ -3,8 +3,8 @@
 For concurrency 2, 8, 24 and 64 (8 concurrent 180-token outputs at the #49548 point; at
 64 half the steps also compute a prompt chunk), 3 seeds of 2,200 steps with 200 warm-up
 steps: throughput, K switches per 1,000 steps and regret against the oracle, median over
-seeds. Writes results/prefill-aware/49548.json. The shipped-prior rows with the option on
-are in results/priors/prefill-aware/ (experiments/make_priors.py --governor-config).
+seeds. Writes results/prefill-aware/49548.json. The shipped-prior rows with the option off
+are in results/priors/prefill-aware-off/ (experiments/make_priors.py --governor-config).
 
     python experiments/prefill_aware.py
 """

@@ -38,18 +38,20 @@ def main() -> int:
                      f"{100 * e['regret_prior']:.2f}% against {100 * e['regret_flat']:.2f}% flat: a prior describes "
                      f"its machine")
     aware = ""
-    ap = ROOT / "results" / "priors" / "prefill-aware" / "report.json"
+    ap = ROOT / "results" / "priors" / "prefill-aware-off" / "report.json"
     if ap.exists():
         doc = json.loads(ap.read_text())
         lines = [f"- `{r['row']}-{r['hardware']}`: flat {100 * r['regret_flat']:.2f}%, this prior {100 * r['regret_prior']:.2f}%"
+                 f" (best fixed K per load phase {100 * r['regret_best_fixed_k_per_phase']:.2f}%)"
                  for r in doc["rows"] if "regret_prior" in r]
         newest = max(str(read_json(p).get("provenance", {}).get("fitted", "")) for p in (ROOT / "priors").glob("*.json"))
         stale = "" if str(doc.get("created", "")) >= newest[:19] else (
             " It was measured with earlier priors than these; rerun it with\n"
-            "`python experiments/make_priors.py --skip-fit --governor-config '{\"prefill_aware\": true}' "
-            "--out results/priors/prefill-aware`.")
-        aware = ("\nWith the governor's `prefill_aware` option on (off by default; see the README), the regret\n"
-                 f"of every row (results/priors/prefill-aware/).{stale}\n\n" + "\n".join(lines) + "\n")
+            "`python experiments/make_priors.py --skip-fit --governor-config '{\"prefill_aware\": false}' "
+            "--out results/priors/prefill-aware-off`.")
+        aware = ("\nWith the governor's `prefill_aware` option off (one K per bucket, also for the steps next\n"
+                 "to a prompt chunk; see the README), the regret of every row "
+                 f"(results/priors/prefill-aware-off/).{stale}\n\n" + "\n".join(lines) + "\n")
     rows = []
     for p in sorted((ROOT / "priors").glob("*.json")):
         doc = read_json(p)

@@ -160,7 +160,8 @@ def test_steps_dominated_by_a_prefill_chunk_do_not_bias_the_decode_cells(truth):
     # against a decode time of tens of ms, with the whole step's 3% noise. Crediting the
     # remainder as a full decode observation (floored at a share of the step) once made
     # the played cells several times too slow (Mistral on Strix Halo: 6.6% regret).
-    g = gov(seed=9)
+    # (prefill_aware off: on, such steps keep out of the decode cells.)
+    g = gov(seed=9, prefill_aware=False)
     rng = np.random.default_rng(9)
     batch = 8
     for i in range(4000):
@@ -206,8 +207,8 @@ def test_steps_next_to_a_prompt_chunk_get_their_own_k(truth):
     assert np.mean(ks[late][~mixed[late]] == 2) >= 0.95
     assert np.mean(ks[late][mixed[late]] == 1) >= 0.9
     assert g.switches < 40 and g.mixed_steps == mixed.sum()
-    # Without it (the default), a step with a chunk gets the bucket's K: the K of the step before.
-    g = gov(seed=3)
+    # Without it, a step with a chunk gets the bucket's K: the K of the step before.
+    g = gov(seed=3, prefill_aware=False)
     ks, mixed = _mixed_stream(g, truth, 6000, seed=3)
     at_chunk = np.flatnonzero(mixed)[750:]  # the later half
     assert np.mean(ks[at_chunk] == ks[at_chunk - 1]) >= 0.98 and g.mixed_steps == 0
@@ -258,14 +259,14 @@ def test_one_k_for_a_bucket_is_chosen_for_its_mix_of_steps(truth):
     # earns 6% more than K=2 (K=2 for decode-only steps alone). The old objective, goodput
     # of decode-only steps, held K=2.
     assert truth.best_k(8) == 2
-    g = gov(seed=5)
+    g = gov(seed=5, prefill_aware=False)
     ks, mixed = _mixed_stream(g, truth, 6000, seed=5, per_draft_s=2e-3)
     late = slice(3000, None)
     assert np.mean(ks[late] == 1) >= 0.9, np.bincount(ks[late])
     assert 0.2 < g._mixed_share[g.prev_bucket] < 0.3
     assert switches(ks[late]) <= 6  # one K for both kinds of step: no switching between them
     # No chunks: decode-only goodput, as before.
-    g = gov(seed=5)
+    g = gov(seed=5, prefill_aware=False)
     ks, _ = _mixed_stream(g, truth, 3000, seed=5, chunk=0, per_draft_s=0.0)
     assert np.mean(ks[1500:] == 2) >= 0.9 and g._mixed_share.max() == 0
 

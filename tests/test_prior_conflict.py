@@ -102,8 +102,8 @@ def _prior_of(cell_time_factor, weight_factor=(1.0, 1.0, 1.0, 1.0)) -> Prior:
                  latency_weights=np.asarray(THIS_BOX.weights) * np.asarray(weight_factor))
 
 
-def _governor(prior: Prior) -> BanditGovernor:
-    return BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=THIS_BOX.k_max, seed=3), prior)
+def _governor(prior: Prior, **config) -> BanditGovernor:
+    return BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=THIS_BOX.k_max, seed=3, **config), prior)
 
 
 def test_a_confidently_wrong_prior_yields_and_the_best_k_is_found():
@@ -149,10 +149,11 @@ def test_a_snapshot_keeps_the_prior_as_loaded_and_restores_its_weighing(tmp_path
 def test_steps_next_to_a_chunk_are_not_held_against_a_right_prior():
     """A chunk's cost that is not linear in its size (here a fixed 40 ms whatever its length)
     leaves the decode share of such steps off, and those shares reach the decode cells. The
-    prior's cells hold decode-only steps, so only decode-only steps are compared with them."""
+    prior's cells hold decode-only steps, so only decode-only steps are compared with them.
+    (With ``prefill_aware`` off: on, such steps keep out of the decode cells.)"""
     from banditk.types import StepContext, StepOutcome
 
-    g = _governor(_prior_of(lambda k: 1.0))
+    g = _governor(_prior_of(lambda k: 1.0), prefill_aware=False)
     rng = np.random.default_rng(4)
     for i in range(3000):
         chunk = int(rng.choice([64, 1024])) if i % 2 else 0
