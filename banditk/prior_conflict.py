@@ -85,6 +85,34 @@ def chunk_adjusted_rel_var(n, s, ss, p, pp, tp) -> np.ndarray:
     return np.clip(np.nan_to_num(rel, nan=0.0), MIN_RELATIVE_SD**2, _MAX_REL)
 
 
+def shared_chunk_slope(n, s, p, pp, tp) -> np.ndarray:
+    """Per bucket, the slope of step time along chunk size P shared by its cells (fitted
+    within cells), as the governor reads cells next to a chunk; 0 where P does not vary."""
+    safe = np.where(n > 0, n, 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mt, mp = s / safe, p / safe
+        var_p = np.maximum(pp / safe - mp * mp, 0.0)
+        cov = tp / safe - mt * mp
+        spread = (n * var_p).sum(axis=1)
+        slope = np.where(spread > 1.0, (n * cov).sum(axis=1) / np.maximum(spread, 1e-300), 0.0)
+    return np.nan_to_num(np.maximum(slope, 0.0), nan=0.0, posinf=0.0)
+
+
+def at_chunk_size(n, s, ss, p, slope, target_p):
+    """Cells next to a chunk (weight, sums of time and its square, sum of P) carried along
+    ``slope`` per bucket to mean chunk size ``target_p`` per cell: (n, sum, sum of squares),
+    so that cells that met chunks of other sizes compare at the same one.
+
+    >>> n, s, ss = at_chunk_size(np.array([[2.0]]), np.array([[3.0]]), np.array([[5.0]]), np.array([[10.0]]),
+    ...                          np.array([0.1]), np.array([[15.0]]))
+    >>> (s / n).item(), (ss / n - (s / n) ** 2).item()  # steps (P, t) = (0, 1), (10, 2) read at P = 15
+    (2.5, 0.25)
+    """
+    safe = np.where(n > 0, n, 1.0)
+    shift = np.where(n > 0, slope[:, None] * (target_p - p / safe), 0.0)
+    return n, s + n * shift, ss + 2.0 * shift * s + n * shift * shift
+
+
 class PriorCells:
     """A prior's latency cells (weight ``n``, sums ``s`` and ``ss`` of step times and their
     squares, each (buckets, K + 1)), with their means and noise worked out once: a loaded

@@ -254,7 +254,7 @@ def _checked_state(state: dict, config: GovernorConfig) -> dict:
     if isinstance(epoch, bool) or not isinstance(epoch, int) or not 1 <= epoch <= 1_000_000:
         raise PriorFormatError(f"`epoch` must be an integer in [1, 1000000], got {epoch!r}.")
     # mixed_*: absent before K was scored over the mix; prior_tau2: before the prior was weighed against the data
-    for key, hi in (("mixed_share", 1.0), ("mixed_chunk", 1e9), ("prior_tau2", 1e6)):
+    for key, hi in (("mixed_share", 1.0), ("mixed_chunk", 1e9), ("prior_tau2", 1e6), ("prior_tau2_mixed", 1e6)):
         v = state.get(key, [0.0] * nb)
         try:
             arr = np.asarray(v, dtype=float)

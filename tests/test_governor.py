@@ -229,10 +229,10 @@ def test_steps_next_to_a_chunk_keep_the_decode_k_where_it_is_best_there_too(trut
     assert first_leave is None or first_leave > 40
 
 
-def test_a_prior_that_knows_the_steps_next_to_a_chunk_needs_no_exploration(truth):
+def test_a_prior_that_knows_the_steps_next_to_a_chunk_is_checked_then_followed(truth):
     # The prior's cells next to a 1000-token chunk say K=1 is best there (each draft costs
     # 0.6 ms more than in a decode-only step, as in test_steps_next_to_a_prompt_chunk_get_their_own_k):
-    # the very first such step takes K=1, with no step spent on the decode K.
+    # each decode K first gets 3 such steps of its own (to check the prior by), then they take K=1.
     from banditk.prior import DrafterKey, Prior
     from banditk.stats import SufficientStats
 
@@ -249,7 +249,11 @@ def test_a_prior_that_knows_the_steps_next_to_a_chunk_needs_no_exploration(truth
     ks_prior, _ = _mixed_stream(BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=3, prefill_aware=True), prior),
                                 truth, 400, seed=3)
     at_chunk = np.flatnonzero(mixed)
-    assert np.all(ks_prior[at_chunk] == 1), ks_prior[at_chunk]
+    assert np.all(ks_prior[at_chunk[:3]] == ks_prior[at_chunk[:3] - 1])  # the decode K's own 3
+    assert np.mean(ks_prior[at_chunk[40:]] == 1) >= 0.95, ks_prior[at_chunk]
+    # The flat governor finds K=1 there after ~20 such steps, the prior's after the first 3.
+    first_prior, first_flat = np.argmax(ks_prior[at_chunk] == 1), np.argmax(ks[at_chunk] == 1)
+    assert first_prior <= 4 and first_flat >= 10, (first_prior, first_flat)
     assert np.mean(ks[at_chunk[:20]] == 1) < 0.5  # the flat governor is still learning there
 
 
