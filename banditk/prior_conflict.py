@@ -73,13 +73,12 @@ def chunk_adjusted_rel_var(n, s, ss, p, pp, tp) -> np.ndarray:
     [[2.5e-05, 2.5e-05]]
     """
     safe = np.where(n > 0, n, 1.0)
+    slope = shared_chunk_slope(n, s, p, pp, tp)[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
         mt, mp = s / safe, p / safe
         var_t = np.maximum(ss / safe - mt * mt, 0.0)
         var_p = np.maximum(pp / safe - mp * mp, 0.0)
         cov = tp / safe - mt * mp
-        spread = (n * var_p).sum(axis=1, keepdims=True)
-        slope = np.where(spread > 1.0, (n * cov).sum(axis=1, keepdims=True) / np.maximum(spread, 1e-300), 0.0)
         resid = np.maximum(var_t - 2.0 * slope * cov + slope * slope * var_p, 0.0)
         rel = np.where((n > 0) & (mt > 0), resid / np.maximum(mt * mt, 1e-300), 0.0)
     return np.clip(np.nan_to_num(rel, nan=0.0), MIN_RELATIVE_SD**2, _MAX_REL)

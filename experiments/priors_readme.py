@@ -81,7 +81,10 @@ telemetry{cpu_cross}). Step-3.7-Flash in 4 bits on Strix Halo assumes
 A deployment replaces them by fitting its own telemetry. Parameters never transfer across drafter classes (loading a
 prior of another class is refused); a prior of other hardware is accepted, as a prior: where
 its cells disagree with this deployment's decode-only steps by more than their noise, they
-lose weight (`banditk/prior_conflict.py`), so cells it got wrong are explored again. The last
+lose weight (`banditk/prior_conflict.py`), so cells it got wrong are explored again.
+Each prior also holds cells for the steps next to a prompt chunk (time and chunk size per
+bucket and K), which the governor's `prefill_aware` (on by default) uses to pick those steps'
+K without exploring; they too lose weight where the chunk steps played disagree. The last
 column is the regret of this row's scenario started from the other box's prior.
 
 | file | class | target | hardware | source | latency terms beyond the linear four | PPC error | date | fit forced | regret over 20k steps, flat / this prior | with the other box's prior |
