@@ -115,8 +115,8 @@ class GovernorConfig:
     Such a step's K is scored against the decode-only goodput of its bucket (tokens minus
     their time at that rate, as the simulator's oracle scores it), each K's time read at
     the step's chunk size, at the posterior means. It keeps the decode K until that K has
-    3 such steps in its cell (so what the K tried by the decode epochs cost next to a
-    chunk is learnt without a switch; a fitted prior brings those cells), and leaves the
+    3 live such steps in its cell (so what each K the decode epochs try costs next to a
+    chunk is learnt without a switch, and a fitted prior's cells are checked), and leaves the
     decode-only K, its epoch and its switch count alone. vLLM verifies a step's drafts one
     step later, so the adapter predicts the chunk (a request arriving in between is
     missed). Off, one K serves a bucket's decode-only steps and those next to a chunk,
