@@ -201,10 +201,10 @@ class BanditGovernor:
         such steps of its own (live, whatever the prior holds), the step keeps it: what the
         decode K costs next to a chunk is learnt without a switch, and so is that of every
         K the decode epochs explore, and a prior's cells are checked against them (see
-        ``_refresh_latency_model``). No draw of its own: one Thompson draw per decode epoch switched 4-7
-        times per 1,000 steps on #49548, where these steps' best K is the decode K. The
-        decode-only K, epoch and switch count are left as they are: the next decode step
-        goes on where it was.
+        ``_refresh_latency_model``). No draw of its own: one Thompson draw per decode epoch
+        switched 4-7 times per 1,000 steps on #49548, where these steps' best K is the
+        decode K. The decode-only K, epoch and switch count are left as they are: the next
+        decode step goes on where it was.
         """
         cfg, batch, prev = self.config, context.num_decoding, self.prev_k
         self.mixed_steps += 1
@@ -529,10 +529,9 @@ class BanditGovernor:
         if self.prior is not None:
             d = self.data
             tau2 = self._prior_cells.calibration_variance(*self._decode_only)
-            # Cells next to a chunk are also held against the ones played: chunks of this
-            # deployment may cost otherwise than the trace's (real vLLM-CPU telemetry against
-            # its simulator profile: 1.15% regret with them trusted, 0.27% without them).
-            # Each played cell is carried to the prior cell's chunk size along the prior's slope.
+            # Cells next to a chunk are also held against the ones played, since this
+            # deployment's chunks may cost otherwise than the trace's; each played cell is
+            # carried to the prior cell's chunk size along the prior's slope first.
             live = prior_conflict.at_chunk_size(d.mix_n, d.mix_sum, d.mix_sumsq, d.mix_p, self._prior_chunk_slope,
                                                 self._prior_chunk_p)
             mixed = self._prior_mixed_cells.calibration_variance(*live)
@@ -555,11 +554,10 @@ class BanditGovernor:
         self._prefill_price = max(rp / pp, 0.0) if pp > 0 else 0.0
         self._update_posterior_cache()
 
-    def _set_prior_tau2(self, tau2: np.ndarray, tau2_mixed: np.ndarray | None = None) -> None:
+    def _set_prior_tau2(self, tau2: np.ndarray, tau2_mixed: np.ndarray) -> None:
         """Use the prior's latency cells at the weight they keep under calibration variance
-        per bucket: ``tau2`` for the decode-only cells, ``tau2_mixed`` (default ``tau2``) for
-        those next to a chunk; acceptance and regression as loaded."""
-        tau2_mixed = tau2 if tau2_mixed is None else tau2_mixed
+        per bucket: ``tau2`` for the decode-only cells, ``tau2_mixed`` for those next to a
+        chunk; acceptance and regression as loaded."""
         self._prior_tau2, self._prior_tau2_mixed = tau2, tau2_mixed
         p = self._prior_loaded
         if not tau2.any() and not tau2_mixed.any():
