@@ -108,21 +108,6 @@ class GovernorConfig:
     clock jump, a GC or swap pause, a first-time shape warming up. Eight such steps in a
     row are credited (the machine did get slower)."""
 
-    prefill_aware: bool = True
-    """Steps that also compute a prompt chunk get their own latency cells and their own
-    K. Next to a chunk a step can be compute-bound or read the MoE experts anyway, so a
-    verified draft costs otherwise than in a decode-only step, and the best K differs.
-    Such a step's K is scored against the decode-only goodput of its bucket (tokens minus
-    their time at that rate, as the simulator's oracle scores it), each K's time read at
-    the step's chunk size, at the posterior means. It keeps the decode K until that K has
-    3 live such steps in its cell (so what each K the decode epochs try costs next to a
-    chunk is learnt without a switch, and a fitted prior's cells are checked), and leaves the
-    decode-only K, its epoch and its switch count alone. vLLM verifies a step's drafts one
-    step later, so the adapter predicts the chunk (a request arriving in between is
-    missed). Off, one K serves a bucket's decode-only steps and those next to a chunk,
-    chosen for their mix; that is the floor of a one-K-per-bucket policy, which misses the
-    regret targets on Gemma 4 (2.97% on GB10, simulator). Measured on and off: README."""
-
     seed: int | None = 0
     """Seed of the Thompson sampler's random generator; None draws one from the OS."""
 
@@ -149,8 +134,6 @@ class GovernorConfig:
         _int(self.regression_refresh, "regression_refresh", 1, 1_000_000)
         _float(self.max_step_s, "max_step_s", 1e-6, 1e6)
         _float(self.outlier_factor, "outlier_factor", 1.5, 1e9)
-        if not isinstance(self.prefill_aware, bool):
-            raise ConfigError(f"`prefill_aware` must be true or false, got {self.prefill_aware!r}.")
         if self.seed is not None:
             _int(self.seed, "seed", 0, 2**63 - 1)
 
@@ -177,6 +160,9 @@ class GovernorConfig:
         if not isinstance(d, dict):
             raise ConfigError(f"governor config must be a JSON object, got {type(d).__name__}: {d!r}.")
         names = {f.name for f in dataclasses.fields(cls)}
+        if "prefill_aware" in d:
+            raise ConfigError(f"`prefill_aware` was removed (got {d['prefill_aware']!r}): a step next to a prompt "
+                              "chunk always gets its own K. Drop the field.")
         unknown = sorted(set(d) - names)
         if unknown:
             raise ConfigError(f"Unknown governor config field(s) {unknown}; known: {sorted(names)}.")

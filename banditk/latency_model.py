@@ -34,13 +34,12 @@ def features(batch_size: float, k: np.ndarray | int) -> np.ndarray:
     [[1.0, 8.0, 1.0, 8.0], [1.0, 24.0, 2.0, 16.0]]
     """
     k = np.atleast_1d(np.asarray(k, dtype=np.float64))
-    drafts = np.maximum(k, 1.0)
-    b = float(batch_size)
-    return np.stack([np.ones_like(k), b * (k + 1.0), drafts, b * drafts], axis=-1)
+    return features_rows(np.full_like(k, float(batch_size)), k)
 
 
 def features_rows(batch_sizes: np.ndarray, ks: np.ndarray) -> np.ndarray:
-    """Feature rows for paired arrays of batch sizes and K (one row per observation).
+    """Feature rows for paired arrays of batch sizes and K (one row per observation): the
+    model's one definition of its features.
 
     >>> features_rows(np.array([8.0, 8.0]), np.array([0, 2])).tolist()
     [[1.0, 8.0, 1.0, 8.0], [1.0, 24.0, 2.0, 16.0]]
@@ -49,6 +48,24 @@ def features_rows(batch_sizes: np.ndarray, ks: np.ndarray) -> np.ndarray:
     k = np.asarray(ks, dtype=np.float64)
     drafts = np.maximum(k, 1.0)
     return np.stack([np.ones_like(k), b * (k + 1.0), drafts, b * drafts], axis=-1)
+
+
+def step_time(weights: list[float], batch_size: float, k: int) -> float:
+    """``features(B, K) @ weights`` for one (B, K) in plain floats: the governor's per-step twin,
+    pinned equal to the array form by the tests.
+
+    >>> step_time([0.01, 0.001, 0.002, 0.0001], 4, 0) == float(features(4, 0)[0] @ [0.01, 0.001, 0.002, 0.0001])
+    True
+    """
+    w0, w1, w2, w3 = weights
+    return w0 + w1 * batch_size * (k + 1) + (w2 + w3 * batch_size) * (k if k > 1 else 1)
+
+
+def step_times(weights: list[float], batch_size: float, k_plus_1: np.ndarray, drafts: np.ndarray) -> np.ndarray:
+    """``features(B, K) @ weights`` for K = 0..K_max, given ``k_plus_1`` = K + 1 and
+    ``drafts`` = max(K, 1) precomputed: the governor's per-step twin of :func:`predict`."""
+    w0, w1, w2, w3 = weights
+    return w0 + (w1 * batch_size) * k_plus_1 + (w2 + w3 * batch_size) * drafts
 
 
 def predict(weights: np.ndarray, batch_size: float, k_max: int) -> np.ndarray:

@@ -84,16 +84,22 @@ def chunk_adjusted_rel_var(n, s, ss, p, pp, tp) -> np.ndarray:
     return np.clip(np.nan_to_num(rel, nan=0.0), MIN_RELATIVE_SD**2, _MAX_REL)
 
 
-def shared_chunk_slope(n, s, p, pp, tp) -> np.ndarray:
-    """Per bucket, the slope of step time along chunk size P shared by its cells (fitted
-    within cells), as the governor reads cells next to a chunk; 0 where P does not vary."""
+def shared_chunk_slope(n, s, p, pp, tp, fallback: float = 0.0) -> np.ndarray:
+    """Per bucket (the last axis holds K), the slope of step time along chunk size P shared
+    by its cells, fitted within cells (analysis of covariance); ``fallback`` where P does not
+    vary enough to tell. Never negative: a bigger chunk never makes a step faster.
+
+    >>> n = np.array([2.0, 2.0]); p = np.array([10.0, 20.0]); pp = np.array([100.0, 400.0])
+    >>> float(shared_chunk_slope(n, np.array([3.0, 5.0]), p, pp, np.array([20.0, 60.0])))  # (P, t) = (0, 1), (10, 2) and (0, 2), (20, 3)
+    0.06
+    """
     safe = np.where(n > 0, n, 1.0)
     with np.errstate(over="ignore", invalid="ignore"):
         mt, mp = s / safe, p / safe
         var_p = np.maximum(pp / safe - mp * mp, 0.0)
         cov = tp / safe - mt * mp
-        spread = (n * var_p).sum(axis=1)
-        slope = np.where(spread > 1.0, (n * cov).sum(axis=1) / np.maximum(spread, 1e-300), 0.0)
+        spread = (n * var_p).sum(axis=-1)
+        slope = np.where(spread > 1.0, (n * cov).sum(axis=-1) / np.maximum(spread, 1e-300), fallback)
     return np.nan_to_num(np.maximum(slope, 0.0), nan=0.0, posinf=0.0)
 
 

@@ -19,7 +19,7 @@ from . import __version__
 from .atomic import atomic_write_text
 from .config import GovernorConfig
 from .errors import BanditkError, ConfigError, DrafterClassMismatchError, PriorFormatError
-from .governor import DECODE_ONLY_KEYS, BanditGovernor
+from .governor import BanditGovernor
 from .latency_model import FEATURES
 from .prior import DrafterKey, Prior, now_iso
 from .stats import SufficientStats
@@ -223,7 +223,7 @@ def governor_from_snapshot(doc: dict, name: str = "<input>") -> BanditGovernor:
     except BanditkError as e:
         raise PriorFormatError(f"{name!r}: the snapshot's prior does not fit its own config: {e}") from None
     try:
-        governor.set_state(_checked_state(gov_doc["state"], config))
+        governor.set_state(gov_doc["state"])
     except BanditkError as e:
         raise PriorFormatError(f"{name!r}: governor.state: {e}") from None
     return governor
@@ -231,62 +231,6 @@ def governor_from_snapshot(doc: dict, name: str = "<input>") -> BanditGovernor:
 
 def load_snapshot(path: str | os.PathLike) -> BanditGovernor:
     return governor_from_snapshot(read_json(path), str(path))
-
-
-def _checked_state(state: dict, config: GovernorConfig) -> dict:
-    nb, k1 = config.num_buckets, config.k_max + 1
-    for key, shape in (("cell_prior_mean", (nb, k1)), ("weights", (len(FEATURES),)), ("k_counts", (k1,))):
-        try:
-            arr = np.asarray(state.get(key), dtype=float)
-        except (TypeError, ValueError):
-            raise PriorFormatError(f"`{key}` must be numbers, got {state.get(key)!r}.") from None
-        if arr.shape != shape or not np.all(np.isfinite(arr)):
-            raise PriorFormatError(f"`{key}` must be finite numbers of shape {list(shape)}.")
-        if key == "cell_prior_mean" and np.any(arr <= 0):
-            raise PriorFormatError(f"`cell_prior_mean` must be positive step times, got {arr.min()!r}.")
-    for key, lo, hi in (("prev_k", -1, k1 - 1), ("prev_bucket", -1, nb - 1), ("steps", 0, 2**62),
-                        ("observations", 0, 2**62), ("switches", 0, 2**62), ("held", 0, 1_000_000), ("candidate_bucket", -1, nb - 1),
-                         ("candidate_steps", 0, 10_000)):
-        v = state.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise PriorFormatError(f"`{key}` must be an integer in [{lo}, {hi}], got {v!r}.")
-    epoch = state.get("epoch", 1)  # absent in snapshots written before epochs doubled
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 1 <= epoch <= 1_000_000:
-        raise PriorFormatError(f"`epoch` must be an integer in [1, 1000000], got {epoch!r}.")
-    # mixed_*: absent before K was scored over the mix; prior_tau2: before the prior was weighed against the data
-    for key, hi in (("mixed_share", 1.0), ("mixed_chunk", 1e9), ("prior_tau2", 1e6), ("prior_tau2_mixed", 1e6)):
-        v = state.get(key, [0.0] * nb)
-        try:
-            arr = np.asarray(v, dtype=float)
-        except (TypeError, ValueError):
-            raise PriorFormatError(f"`{key}` must be numbers, got {v!r}.") from None
-        if arr.shape != (nb,) or not np.all((arr >= 0) & (arr <= hi)):
-            raise PriorFormatError(f"`{key}` must be {nb} numbers in [0, {hi:g}], got {v!r}.")
-    cells = state.get("decode_only_cells", {})  # absent before the prior was weighed against the data
-    if not isinstance(cells, dict):
-        raise PriorFormatError(f"`decode_only_cells` must be an object, got {cells!r}.")
-    for key, v in cells.items():
-        try:
-            arr = np.asarray(v, dtype=float)
-        except (TypeError, ValueError):
-            raise PriorFormatError(f"`decode_only_cells.{key}` must be numbers, got {v!r}.") from None
-        if key not in DECODE_ONLY_KEYS or arr.shape != (nb, k1) or not np.all(np.isfinite(arr) & (arr >= 0)):
-            raise PriorFormatError(f"`decode_only_cells.{key}` must be finite numbers >= 0 of shape {[nb, k1]} "
-                                   f"(keys {', '.join(DECODE_ONLY_KEYS)}).")
-    price = state.get("prefill_price", 0.0)
-    if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0.0 <= price < 1e6:
-        raise PriorFormatError(f"`prefill_price` must be a finite number of seconds >= 0, got {price!r}.")
-    rng = state.get("rng")
-    if not isinstance(rng, dict) or rng.get("bit_generator") != "PCG64":
-        raise PriorFormatError(f"`rng` must be a PCG64 generator state, got {rng!r}.")
-    probe = np.random.PCG64()
-    try:
-        probe.state = rng
-    except (TypeError, ValueError, KeyError, OverflowError):
-        raise PriorFormatError(f"`rng` is not a valid PCG64 state: {rng!r}.") from None
-    if not isinstance(state.get("scale_pending"), bool):
-        raise PriorFormatError(f"`scale_pending` must be true or false, got {state.get('scale_pending')!r}.")
-    return state
 
 
 def prior_from_snapshot(doc: dict, *, strength: float | None = None, name: str = "<input>", source: str = "") -> Prior:
@@ -298,7 +242,7 @@ def prior_from_snapshot(doc: dict, *, strength: float | None = None, name: str =
     """
     governor = governor_from_snapshot(doc, name)
     old = prior_from_dict(doc, name)
-    governor._fold_pending()
+    governor.fold_pending()
     cap = float(strength) if strength is not None else old.strength_cap
     stats = (governor._prior_stats + governor.data).capped(cap)
     provenance = {
@@ -349,7 +293,7 @@ def merge_documents(docs: list[tuple[str, dict]]) -> dict:
     governors = [governor_from_snapshot(doc, name) for name, doc in docs]
     base = governors[0]
     for g in governors:
-        g._fold_pending()
+        g.fold_pending()
     data = base.data
     for g in governors[1:]:
         data = data + g.data
@@ -358,5 +302,5 @@ def merge_documents(docs: list[tuple[str, dict]]) -> dict:
         base.switches += g.switches
         base.k_counts = base.k_counts + g.k_counts
     base.data = data
-    base._refresh_latency_model()
+    base.refresh()
     return snapshot_dict(base, {"merged": names})

@@ -21,6 +21,8 @@ NUM_FEATURES = len(FEATURES)
 #: Statistics of steps next to a prompt chunk, and their keys in a file's ``mixed_cells``.
 MIXED_FIELDS = ("mix_n", "mix_sum", "mix_sumsq", "mix_p", "mix_pp", "mix_tp")
 MIXED_KEYS = ("n", "sum_s", "sum_sq_s2", "sum_p", "sum_pp", "sum_tp")
+#: Keys of the decode-only cells in a snapshot's state.
+DECODE_ONLY_KEYS = ("n", "sum_s", "sum_sq_s2")
 
 
 @dataclass(slots=True)

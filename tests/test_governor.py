@@ -56,9 +56,9 @@ def test_switching_penalty_cuts_switches_on_a_tied_stream():
 def test_epochs_double_once_settled_and_a_bucket_change_resamples(truth):
     g = gov(seed=2)
     draws = []
-    score = g._scores
+    score = g._decode_scores
     # Count the decisions (one draw each), not the confidence checks (many draws).
-    g._scores = lambda bucket, batch, kv, n=None: (n is None and draws.append(g.steps), score(bucket, batch, kv, n))[1]
+    g._decode_scores = lambda bucket, batch, kv, n=None: (n is None and draws.append(g.steps), score(bucket, batch, kv, n))[1]
     run_stream(g, truth, [16] * 4000, seed=2)
     late = [s for s in draws if s > 2000]
     # Fixed epochs of 8 would sample 250 times in these 2,000 steps; settled epochs reach 32.
@@ -67,7 +67,7 @@ def test_epochs_double_once_settled_and_a_bucket_change_resamples(truth):
     n = len(draws)
     run_stream(g, truth, [1] * (g.config.bucket_dwell + 1), seed=3)
     assert len(draws) == n + 1  # moving to B=1's bucket resamples at once, after the dwell
-    assert g._epoch == g.config.decision_interval or g.prev_k == truth.best_k(1)
+    assert g._epoch == g.config.decision_interval  # a new bucket starts from the shortest epoch
 
 
 def test_lazy_epochs_cut_switches_between_near_tied_k(truth):
@@ -160,8 +160,7 @@ def test_steps_dominated_by_a_prefill_chunk_do_not_bias_the_decode_cells(truth):
     # against a decode time of tens of ms, with the whole step's 3% noise. Crediting the
     # remainder as a full decode observation (floored at a share of the step) once made
     # the played cells several times too slow (Mistral on Strix Halo: 6.6% regret).
-    # (prefill_aware off: on, such steps keep out of the decode cells.)
-    g = gov(seed=9, prefill_aware=False)
+    g = gov(seed=9)
     rng = np.random.default_rng(9)
     batch = 8
     for i in range(4000):
@@ -201,24 +200,19 @@ def test_steps_next_to_a_prompt_chunk_get_their_own_k(truth):
     # there K=1 earns the most tokens for its time at the decode-only goodput (the oracle's
     # score): 9% more than K=2. The decode-only K keeps its epochs: few switches.
     assert truth.best_k(8) == 2
-    g = gov(seed=3, prefill_aware=True)
+    g = gov(seed=3)
     ks, mixed = _mixed_stream(g, truth, 6000, seed=3)
     late = slice(3000, None)
     assert np.mean(ks[late][~mixed[late]] == 2) >= 0.95
     assert np.mean(ks[late][mixed[late]] == 1) >= 0.9
     assert g.switches < 40 and g.mixed_steps == mixed.sum()
-    # Without it, a step with a chunk gets the bucket's K: the K of the step before.
-    g = gov(seed=3, prefill_aware=False)
-    ks, mixed = _mixed_stream(g, truth, 6000, seed=3)
-    at_chunk = np.flatnonzero(mixed)[750:]  # the later half
-    assert np.mean(ks[at_chunk] == ks[at_chunk - 1]) >= 0.98 and g.mixed_steps == 0
 
 
 def test_steps_next_to_a_chunk_keep_the_decode_k_where_it_is_best_there_too(truth):
     # Next to the chunk a draft costs what it costs in a decode-only step, so the decode K
     # (K=2) is best there too: such steps should not leave it. One Thompson draw per decode
     # epoch next to a chunk (the old rule) tried other K there 4-7 times per 1,000 steps.
-    g = gov(seed=6, prefill_aware=True)
+    g = gov(seed=6)
     ks, mixed = _mixed_stream(g, truth, 6000, seed=6, per_draft_s=0.0)
     late = slice(2000, None)
     assert np.mean(ks[late] == 2) >= 0.99, np.bincount(ks[late])
@@ -245,8 +239,8 @@ def test_a_prior_that_knows_the_steps_next_to_a_chunk_is_checked_then_followed(t
     acc = np.asarray(truth.acceptance)
     stats.acc_successes[:], stats.acc_failures[:] = 100 * acc, 100 * (1 - acc)
     prior = Prior(DrafterKey("mtp"), 4, GovernorConfig(drafter_class="mtp", k_max=4).bucket_edges, stats)
-    ks, mixed = _mixed_stream(gov(seed=3, prefill_aware=True), truth, 400, seed=3)
-    ks_prior, _ = _mixed_stream(BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=3, prefill_aware=True), prior),
+    ks, mixed = _mixed_stream(gov(seed=3), truth, 400, seed=3)
+    ks_prior, _ = _mixed_stream(BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=3), prior),
                                 truth, 400, seed=3)
     at_chunk = np.flatnonzero(mixed)
     assert np.all(ks_prior[at_chunk[:3]] == ks_prior[at_chunk[:3] - 1])  # the decode K's own 3
@@ -257,28 +251,10 @@ def test_a_prior_that_knows_the_steps_next_to_a_chunk_is_checked_then_followed(t
     assert np.mean(ks[at_chunk[:20]] == 1) < 0.5  # the flat governor is still learning there
 
 
-def test_one_k_for_a_bucket_is_chosen_for_its_mix_of_steps(truth):
-    # Decode-only steps are best at K=2, but every 4th step also carries a chunk next to which
-    # each draft costs 2 ms more. One K serves both: over the mix, at the oracle's score, K=1
-    # earns 6% more than K=2 (K=2 for decode-only steps alone). The old objective, goodput
-    # of decode-only steps, held K=2.
-    assert truth.best_k(8) == 2
-    g = gov(seed=5, prefill_aware=False)
-    ks, mixed = _mixed_stream(g, truth, 6000, seed=5, per_draft_s=2e-3)
-    late = slice(3000, None)
-    assert np.mean(ks[late] == 1) >= 0.9, np.bincount(ks[late])
-    assert 0.2 < g._mixed_share[g.prev_bucket] < 0.3
-    assert switches(ks[late]) <= 6  # one K for both kinds of step: no switching between them
-    # No chunks: decode-only goodput, as before.
-    g = gov(seed=5, prefill_aware=False)
-    ks, _ = _mixed_stream(g, truth, 3000, seed=5, chunk=0, per_draft_s=0.0)
-    assert np.mean(ks[1500:] == 2) >= 0.9 and g._mixed_share.max() == 0
-
-
 def test_k_next_to_chunks_of_different_sizes_are_compared_at_the_same_size():
     # K=1 met only 3000-token chunks and K=2 only 500-token ones: their raw means differ by
     # the chunks, not by K. Along the shared slope (0.1 ms a token) both are read at 1000.
-    g = gov(seed=4, prefill_aware=True)
+    g = gov(seed=4)
     rng = np.random.default_rng(4)
     truth = {1: 0.05, 2: 0.06}  # step time without the chunk, s
     bucket = None
@@ -295,9 +271,9 @@ def test_k_next_to_chunks_of_different_sizes_are_compared_at_the_same_size():
     np.testing.assert_allclose(mean[1:3], [truth[1] + 0.1, truth[2] + 0.1], rtol=0.05)
 
 
-def test_prefill_aware_must_be_a_bool():
-    with pytest.raises(ConfigError, match="`prefill_aware` must be true or false, got 1"):
-        gov(prefill_aware=1)
+def test_the_removed_prefill_aware_field_is_refused_by_name():
+    with pytest.raises(ConfigError, match="`prefill_aware` was removed"):
+        GovernorConfig.from_dict({"drafter_class": "mtp", "k_max": 4, "prefill_aware": False})
 
 
 def test_context_of_another_class_is_refused():

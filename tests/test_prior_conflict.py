@@ -146,26 +146,3 @@ def test_a_snapshot_keeps_the_prior_as_loaded_and_restores_its_weighing(tmp_path
     assert np.array_equal(run_stream(g, THIS_BOX, batches, seed=11), run_stream(r, THIS_BOX, batches, seed=11))
 
 
-def test_steps_next_to_a_chunk_are_not_held_against_a_right_prior():
-    """A chunk's cost that is not linear in its size (here a fixed 40 ms whatever its length)
-    leaves the decode share of such steps off, and those shares reach the decode cells. The
-    prior's cells hold decode-only steps, so only decode-only steps are compared with them.
-    (With ``prefill_aware`` off: on, such steps keep out of the decode cells.)"""
-    from banditk.types import StepContext, StepOutcome
-
-    g = _governor(_prior_of(lambda k: 1.0), prefill_aware=False)
-    rng = np.random.default_rng(4)
-    for i in range(3000):
-        chunk = int(rng.choice([64, 1024])) if i % 2 else 0
-        d = g.select(StepContext(BATCH, THIS_BOX.k_max, "mtp", prefill_tokens=chunk))
-        out = THIS_BOX.outcome(rng, d, BATCH)
-        g.observe(d, StepOutcome(out.drafted, out.accepted, out.step_duration_s + 0.04 * (chunk > 0), prefill_tokens=chunk))
-    p = g._prior_loaded
-    kept = PriorCells(p.cell_n, p.cell_sum, p.cell_sumsq).kept_share(g._prior_tau2)
-    assert kept[p.cell_n > 0].min() > 0.5
-    # The decode cells themselves did take the chunk steps' shares, off by more than 3%.
-    b = bucket_of(DEFAULT_BUCKET_EDGES, BATCH)
-    d = g.data
-    k = int(np.argmax(d.cell_n[b]))
-    decode_only = g._decode_only[1][b, k] / g._decode_only[0][b, k]
-    assert abs(d.cell_sum[b, k] / d.cell_n[b, k] / decode_only - 1.0) > 0.03

@@ -60,7 +60,7 @@ class GovernorRuntime:
         self.dynamic_k = dynamic_k
         # The next step's prompt tokens cost a pass over the queue each step: only for a
         # policy that reads them.
-        self._wants_prefill_hint = bool(getattr(getattr(policy, "config", None), "prefill_aware", False))
+        self._wants_prefill_hint = bool(getattr(policy, "wants_prefill_hint", False))
         self.clock = clock
         # Call durations use the real monotonic clock: ``clock`` may be a test's broken one.
         self.breaker = SlowCallBreaker(settings.slow_call_ms / 1e3)

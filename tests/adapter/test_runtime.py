@@ -110,7 +110,7 @@ def test_one_call_per_decoding_step_and_credit_one_step_later():
 
 def test_finished_requests_are_not_credited():
     pol = RecordingPolicy([2, 2, 2])
-    pol.config = SimpleNamespace(prefill_aware=True)  # a policy that reads the prediction
+    pol.wants_prefill_hint = True  # a policy that reads the prediction
     rt = make_runtime(pol)
     sch = FakeScheduler()
     sch.add("a", 4, 4)
@@ -265,7 +265,7 @@ def test_the_governor_is_told_the_prompt_tokens_its_drafts_will_be_verified_next
     # "w" (100 tokens) waits: the next step, which verifies this step's drafts, computes
     # about 344 + 100 prompt tokens. Step 2: nothing is left to prefill.
     pol = RecordingPolicy([2, 2, 2])
-    pol.config = SimpleNamespace(prefill_aware=True)  # a policy that reads the prediction
+    pol.wants_prefill_hint = True  # a policy that reads the prediction
     rt = make_runtime(pol)
     sched = FakeScheduler()
     sched.add("a", prompt=8, computed=20)

@@ -113,7 +113,7 @@ def test_prior_holds_the_trace_s_steps_next_to_a_chunk(nuts_fit, tmp_path):
     b = bucket_of(DEFAULT_BUCKET_EDGES, 8)
     assert stats.mix_n[b].tolist() == [len(mixed[k]) for k in range(5)]
     prior = Prior(nuts_fit.prior.key, 4, DEFAULT_BUCKET_EDGES, stats, 200.0, nuts_fit.prior.latency_weights, {})
-    gov = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, prefill_aware=True), prior)
+    gov = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4), prior)
     m = gov.mixed_step_posterior(b, 256, 7)[0]
     assert np.allclose(m, [np.mean(mixed[k]) for k in range(5)], rtol=0.01), m
     assert m[4] - m[0] == pytest.approx(0.020, rel=0.05)

@@ -1,0 +1,153 @@
+"""The governor's state in a snapshot: one declared schema, read and checked from it.
+
+``SCHEMA`` names every field the governor writes, with the check that turns the JSON value
+back into the governor's value. A field the governor writes without an entry here fails a
+test (``tests/governor/test_state.py``); a bad value raises :class:`PriorFormatError` naming
+the field and the value, never a bare ``ValueError`` or ``TypeError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ..config import GovernorConfig
+from ..errors import PriorFormatError
+from ..latency_model import FEATURES
+from ..prior_conflict import MAX_TAU2
+from ..stats import DECODE_ONLY_KEYS, SufficientStats
+
+#: Fields of older snapshots that the governor no longer keeps; they are ignored on load.
+OBSOLETE = frozenset({"mixed_share", "mixed_chunk"})
+_BIG = 2**62
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _integer(lo: Callable[[GovernorConfig], int] | int, hi: Callable[[GovernorConfig], int] | int):
+    def check(value: object, cfg: GovernorConfig, name: str) -> int:
+        a = lo(cfg) if callable(lo) else lo
+        b = hi(cfg) if callable(hi) else hi
+        if isinstance(value, bool) or not isinstance(value, int) or not a <= value <= b:
+            raise PriorFormatError(f"`{name}` must be an integer in [{a}, {b}], got {_short(value)}.")
+        return value
+    return check
+
+
+def _number(lo: float, hi: float):
+    def check(value: object, cfg: GovernorConfig, name: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or not lo <= value < hi:
+            raise PriorFormatError(f"`{name}` must be a finite number in [{lo:g}, {hi:g}), got {_short(value)}.")
+        return float(value)
+    return check
+
+
+def _numbers(shape: Callable[[GovernorConfig], tuple[int, ...]], lo: float, hi: float, *, positive: bool = False,
+             integral: bool = False):
+    def check(value: object, cfg: GovernorConfig, name: str) -> np.ndarray:
+        want = shape(cfg)
+        ok_type = isinstance(value, list) and all(
+            isinstance(v, list) if len(want) > 1 else (isinstance(v, (int, float)) and not isinstance(v, bool))
+            for v in value)
+        try:
+            arr = np.asarray(value, dtype=float) if ok_type else None
+        except (TypeError, ValueError, OverflowError):
+            arr = None
+        if arr is None or arr.shape != want or not np.all(np.isfinite(arr)) or np.any(arr < lo) or np.any(arr > hi) \
+                or (positive and np.any(arr <= 0)) or (integral and np.any(arr != np.round(arr))):
+            kind = "positive" if positive else f"in [{lo:g}, {hi:g}]"
+            raise PriorFormatError(f"`{name}` must be {'integers' if integral else 'finite numbers'} {kind} "
+                                   f"of shape {list(want)}, got {_short(value)}.")
+        return arr.astype(np.int64) if integral else arr
+    return check
+
+
+def _flag(value: object, cfg: GovernorConfig, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise PriorFormatError(f"`{name}` must be true or false, got {_short(value)}.")
+    return value
+
+
+def _rng(value: object, cfg: GovernorConfig, name: str) -> dict:
+    if not isinstance(value, dict) or value.get("bit_generator") != "PCG64":
+        raise PriorFormatError(f"`{name}` must be a PCG64 generator state, got {_short(value)}.")
+    try:
+        np.random.PCG64().state = value
+    except (TypeError, ValueError, KeyError, OverflowError):
+        raise PriorFormatError(f"`{name}` is not a valid PCG64 state: {_short(value)}.") from None
+    return value
+
+
+def _stats(value: object, cfg: GovernorConfig, name: str) -> SufficientStats:
+    return SufficientStats.from_dict(value, cfg.k_max, cfg.num_buckets, f"governor.state.{name}")
+
+
+def _decode_only(value: object, cfg: GovernorConfig, name: str) -> tuple[np.ndarray, ...]:
+    if not isinstance(value, dict) or set(value) - set(DECODE_ONLY_KEYS):
+        raise PriorFormatError(f"`{name}` must be an object with keys {list(DECODE_ONLY_KEYS)}, got {_short(value)}.")
+    cells = _numbers(lambda c: (c.num_buckets, c.k_max + 1), 0.0, 1e300)
+    shape = (cfg.num_buckets, cfg.k_max + 1)
+    return tuple(cells(value[key], cfg, f"{name}.{key}") if key in value else np.zeros(shape)
+                 for key in DECODE_ONLY_KEYS)
+
+
+_cells = lambda c: (c.num_buckets, c.k_max + 1)  # noqa: E731
+_buckets = lambda c: (c.num_buckets,)  # noqa: E731
+
+#: field -> (check, default for snapshots written before the field existed; None: required).
+SCHEMA: dict[str, tuple[Callable, Callable[[GovernorConfig], object] | None]] = {
+    "data": (_stats, None),
+    "cell_prior_mean": (_numbers(_cells, 0.0, 1e6, positive=True), None),
+    "weights": (_numbers(lambda c: (len(FEATURES),), 0.0, 1e6), None),
+    "prefill_price": (_number(0.0, 1e6), lambda c: 0.0),
+    "prior_tau2": (_numbers(_buckets, 0.0, MAX_TAU2), lambda c: np.zeros(c.num_buckets)),
+    "prior_tau2_mixed": (_numbers(_buckets, 0.0, MAX_TAU2), None),  # default: prior_tau2
+    "decode_only_cells": (_decode_only, lambda c: _decode_only({}, c, "")),
+    "scale_pending": (_flag, None),
+    "rng": (_rng, None),
+    "prev_k": (_integer(-1, lambda c: c.k_max), None),
+    "prev_bucket": (_integer(-1, lambda c: c.num_buckets - 1), None),
+    "held": (_integer(0, 1_000_000), None),
+    "epoch": (_integer(1, 1_000_000), lambda c: c.decision_interval),
+    "candidate_bucket": (_integer(-1, lambda c: c.num_buckets - 1), None),
+    "candidate_steps": (_integer(0, 10_000), None),
+    "outlier_run": (_integer(0, _BIG), lambda c: 0),
+    "steps": (_integer(0, _BIG), None),
+    "observations": (_integer(0, _BIG), None),
+    "switches": (_integer(0, _BIG), None),
+    "outliers": (_integer(0, _BIG), lambda c: 0),
+    "mixed_steps": (_integer(0, _BIG), lambda c: 0),
+    "k_counts": (_numbers(lambda c: (c.k_max + 1,), 0.0, float(_BIG), integral=True), None),
+}
+
+
+def read_state(state: object, cfg: GovernorConfig) -> dict:
+    """Check a snapshot's ``governor.state`` against :data:`SCHEMA`; return the governor's values."""
+    if not isinstance(state, dict):
+        raise PriorFormatError(f"`governor.state` must be a JSON object, got {_short(state)}.")
+    unknown = sorted(set(state) - set(SCHEMA) - OBSOLETE)
+    if unknown:
+        raise PriorFormatError(f"`governor.state` has unknown field(s) {unknown}; known: {sorted(SCHEMA)}.")
+    out = {}
+    for name, (check, default) in SCHEMA.items():
+        if name in state:
+            out[name] = check(state[name], cfg, name)
+        elif name == "prior_tau2_mixed":
+            out[name] = out["prior_tau2"]
+        elif default is not None:
+            out[name] = default(cfg)
+        else:
+            raise PriorFormatError(f"`governor.state.{name}` is missing.")
+    return out
+
+
+def jsonable_rng_state(state: dict) -> dict:
+    """A bit generator's state with numpy integers made plain ints (JSON types)."""
+    return {k: (jsonable_rng_state(v) if isinstance(v, dict) else int(v) if not isinstance(v, str) else v)
+            for k, v in state.items()}
