@@ -186,9 +186,9 @@ def governor_prior(governor: BanditGovernor) -> Prior:
     cfg = governor.config
     if governor.prior is not None:
         p = governor.prior
-        return Prior(p.key, cfg.k_max, cfg.bucket_edges, governor._prior_loaded.copy(), p.strength_cap,
+        return Prior(p.key, cfg.k_max, cfg.bucket_edges, governor.posterior.prior_loaded.copy(), p.strength_cap,
                      p.latency_weights, dict(p.provenance))
-    return Prior(DrafterKey(cfg.drafter_class), cfg.k_max, cfg.bucket_edges, governor._prior_loaded.copy(),
+    return Prior(DrafterKey(cfg.drafter_class), cfg.k_max, cfg.bucket_edges, governor.posterior.prior_loaded.copy(),
                  DEFAULT_STRENGTH, None, {"source": "flat"})
 
 
@@ -242,9 +242,9 @@ def prior_from_snapshot(doc: dict, *, strength: float | None = None, name: str =
     """
     governor = governor_from_snapshot(doc, name)
     old = prior_from_dict(doc, name)
-    governor.fold_pending()
+    governor.posterior.fold_pending()
     cap = float(strength) if strength is not None else old.strength_cap
-    stats = (governor._prior_stats + governor.data).capped(cap)
+    stats = (governor.posterior.prior_stats + governor.data).capped(cap)
     provenance = {
         "source": "snapshot",
         "snapshot": source or name,
@@ -293,7 +293,7 @@ def merge_documents(docs: list[tuple[str, dict]]) -> dict:
     governors = [governor_from_snapshot(doc, name) for name, doc in docs]
     base = governors[0]
     for g in governors:
-        g.fold_pending()
+        g.posterior.fold_pending()
     data = base.data
     for g in governors[1:]:
         data = data + g.data
@@ -301,6 +301,6 @@ def merge_documents(docs: list[tuple[str, dict]]) -> dict:
         base.observations += g.observations
         base.switches += g.switches
         base.k_counts = base.k_counts + g.k_counts
-    base.data = data
-    base.refresh()
+    base.posterior.data = data
+    base.posterior.refresh()
     return snapshot_dict(base, {"merged": names})

@@ -13,7 +13,7 @@ def posterior_table(governor: BanditGovernor, *, all_buckets: bool = False, samp
     cfg = governor.config
     g = governor.mean_goodput()
     pb = governor.prob_best(samples=samples)
-    n = governor._prior_stats.cell_n + governor.data.cell_n
+    n = governor.posterior.prior_stats.cell_n + governor.data.cell_n
     a, b = governor.acceptance_params()
     w = governor.latency_weights()
     lines = [
@@ -31,7 +31,7 @@ def posterior_table(governor: BanditGovernor, *, all_buckets: bool = False, samp
         hi = f"{edges[i + 1] - 1}" if i + 1 < len(edges) else "+"
         rng = f"{edges[i]}-{hi}" if hi != str(edges[i]) else f"{edges[i]}"
         cells = " ".join(f"{g[i, k]:>9.1f} ({pb[i, k]:.2f})" for k in range(cfg.k_max + 1))
-        lines.append(f"{rng:>11} {governor._rep_batch[i]:>6.1f} {n[i].sum():>7.0f} {cells}  K={int(np.argmax(g[i]))}")
+        lines.append(f"{rng:>11} {governor.posterior.rep_batch[i]:>6.1f} {n[i].sum():>7.0f} {cells}  K={int(np.argmax(g[i]))}")
     if len(lines) == 5:
         lines.append("(no bucket has observations yet; pass --all to see the model's estimates)")
     return "\n".join(lines)

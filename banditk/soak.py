@@ -80,7 +80,7 @@ def run_soak(steps: int = 1_000_000, requests: int = 100_000, concurrency: int =
         tele.observe_step(t_step, None, None)
         if step in (window, steps // 2, steps - 1):
             marks[step] = {"step": step, "rss_mb": round(rss_bytes() / 2**20, 1), "requests_started": started,
-                           "tracked_requests": tele.num_tracked_requests, "pending_regression_rows": len(gov._pending)}
+                           "tracked_requests": tele.num_tracked_requests, "pending_regression_rows": len(gov.posterior.pending)}
         if progress and step % 50_000 == 0 and step:
             el = time.perf_counter() - t_wall
             print(f"  soak {step:>9,}/{steps:,} steps, {started:,} requests, rss {rss_bytes() / 2**20:.0f} MB, "

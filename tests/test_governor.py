@@ -175,7 +175,7 @@ def test_steps_dominated_by_a_prefill_chunk_do_not_bias_the_decode_cells(truth):
     played = g.data.cell_n[g.prev_bucket] > 5
     assert played[truth.best_k(batch)]
     np.testing.assert_allclose(mean[played], truth.mean_step_s(batch)[played], rtol=0.1)
-    assert abs(g._prefill_price - 2e-3) < 2e-4
+    assert abs(g.posterior.prefill_price - 2e-3) < 2e-4
     assert g.prev_k == truth.best_k(batch)
 
 

@@ -117,7 +117,7 @@ def test_a_confidently_wrong_prior_yields_and_the_best_k_is_found():
     assert ks[0] == 0  # it starts where the prior says
     assert np.mean(ks[-2000:] == best) >= 0.9, np.bincount(ks[-2000:], minlength=5)
     bucket = bucket_of(DEFAULT_BUCKET_EDGES, BATCH)
-    assert g._prior_tau2[bucket] > 0.03  # ~ the 25% error, squared
+    assert g.posterior.prior_tau2[bucket] > 0.03  # ~ the 25% error, squared
 
 
 def test_a_right_prior_keeps_its_weight_and_its_head_start():
@@ -125,8 +125,8 @@ def test_a_right_prior_keeps_its_weight_and_its_head_start():
     g = _governor(_prior_of(lambda k: 1.0))
     ks = run_stream(g, THIS_BOX, [BATCH] * 4000, seed=3)
     assert np.mean(ks[:300] == best) >= 0.9  # no exploration needed
-    p = g._prior_loaded
-    kept = PriorCells(p.cell_n, p.cell_sum, p.cell_sumsq).kept_share(g._prior_tau2)
+    p = g.posterior.prior_loaded
+    kept = PriorCells(p.cell_n, p.cell_sum, p.cell_sumsq).kept_share(g.posterior.prior_tau2)
     assert kept[p.cell_n > 0].min() > 0.5
 
 
@@ -136,12 +136,12 @@ def test_a_snapshot_keeps_the_prior_as_loaded_and_restores_its_weighing(tmp_path
     prior = _prior_of(lambda k: 1.25 * (1.0 + 0.6 * k), (1.25, 1.25, 3.0, 3.0))
     g = _governor(prior)
     run_stream(g, THIS_BOX, [BATCH] * 701, seed=1)  # odd: the weighing is from the last refresh
-    assert g._prior_tau2.max() > 0.03
+    assert g.posterior.prior_tau2.max() > 0.03
     save_snapshot(tmp_path / "s.json", g)
     r = load_snapshot(tmp_path / "s.json")
-    assert np.allclose(r._prior_loaded.cell_n, g._prior_loaded.cell_n)
-    assert np.allclose(r._prior_loaded.cell_n[~np.isclose(prior.stats.cell_n, 0)], 200.0)
-    assert np.allclose(r._prior_tau2, g._prior_tau2) and np.allclose(r._prior_stats.cell_n, g._prior_stats.cell_n)
+    assert np.allclose(r.posterior.prior_loaded.cell_n, g.posterior.prior_loaded.cell_n)
+    assert np.allclose(r.posterior.prior_loaded.cell_n[~np.isclose(prior.stats.cell_n, 0)], 200.0)
+    assert np.allclose(r.posterior.prior_tau2, g.posterior.prior_tau2) and np.allclose(r.posterior.prior_stats.cell_n, g.posterior.prior_stats.cell_n)
     batches = np.random.default_rng(5).choice([2, 8, 32], size=600)
     assert np.array_equal(run_stream(g, THIS_BOX, batches, seed=11), run_stream(r, THIS_BOX, batches, seed=11))
 

@@ -61,7 +61,7 @@ def test_snapshot_of_a_governor_with_a_prior_keeps_the_prior(tmp_path):
     g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=3), prior)
     save_snapshot(tmp_path / "s.json", g)
     r = load_snapshot(tmp_path / "s.json")
-    assert np.allclose(r._prior_stats.cell_n, g._prior_stats.cell_n)
+    assert np.allclose(r.posterior.prior_stats.cell_n, g.posterior.prior_stats.cell_n)
     assert r.prior.strength_cap == 50
 
 
@@ -92,7 +92,7 @@ def test_merge_of_two_snapshots_equals_one_governor_fed_both_streams():
     both = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=1, discount=1.0, model_discount=1.0))
     for d, o in log1 + log2:
         both.observe(d, o)
-    both.fold_pending()
+    both.posterior.fold_pending()
     for field in ("acc_successes", "acc_failures", "cell_n", "cell_sum", "cell_sumsq", "reg_xtx", "reg_xty"):
         assert np.allclose(getattr(merged.data, field), getattr(both.data, field)), field
     assert merged.steps == g1.steps + g2.steps
@@ -140,7 +140,7 @@ def test_cells_of_steps_with_a_prompt_chunk_travel_and_old_files_still_load(tmp_
     assert g.data.mix_n.sum() > 10
     save_prior(tmp_path / "p.json", prior_from_snapshot(snapshot_dict(g)))
     again = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4), load_prior(tmp_path / "p.json"))
-    np.testing.assert_allclose(again._prior_stats.mix_n, np.minimum(g.data.mix_n, again.prior.strength_cap))
+    np.testing.assert_allclose(again.posterior.prior_stats.mix_n, np.minimum(g.data.mix_n, again.prior.strength_cap))
     doc = read_json(tmp_path / "p.json")
     del doc["stats"]["mixed_cells"]  # as written before those cells existed
     old = load_prior(write(tmp_path, doc, "old.json"))
@@ -177,7 +177,7 @@ def test_prior_with_smaller_k_max_or_other_edges_is_refused(tmp_path, prior_doc)
         BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, bucket_edges=(1, 4, 16)), prior)
     # A prior for a deeper K_max is truncated, not refused.
     g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=2), prior)
-    assert g._prior_stats.cell_n.shape[1] == 3
+    assert g.posterior.prior_stats.cell_n.shape[1] == 3
 
 
 @pytest.mark.parametrize("mutate,pattern", [
