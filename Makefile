@@ -55,7 +55,10 @@ bench-vllm: $(FULL)
 live-sweep: $(FULL)
 	$(BIN)/python experiments/live_sweep.py $(SWEEP_ARGS)
 
+# Open-ended search: hypothesis with fresh examples, then atheris; crashes land in fuzz/crashes/,
+# which tests/test_fuzz_regressions.py replays in every `make test`.
 fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz_parsers.py tests/test_properties.py tests/governor
 	cd fuzz && ../$(BIN)/python fuzz_inputs.py -max_total_time=$${FUZZ_SECONDS:-3600}
 
 soak: $(STAMP)

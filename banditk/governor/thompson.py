@@ -40,5 +40,5 @@ def draw_tokens_and_times(
     lead = () if draws is None else (draws,)
     g = gamma_variates(rng, shape if draws is None else np.tile(shape, (draws, 1)))
     alpha = g[..., :km] / (g[..., :km] + g[..., km : 2 * km])
-    t = mean_from_variates(mn, kn, bn, g[..., 2 * km :], rng.standard_normal(lead + (km + 1,)))
+    t = mean_from_variates(mn, kn, bn, g[..., 2 * km :], rng.standard_normal(lead + np.shape(mn)))
     return expected_tokens(alpha), np.maximum(t, MIN_STEP_S)
