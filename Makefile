@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.banditk-core
 FULL   := $(VENV)/.banditk-full
 
-.PHONY: demo test sweep demo-vllm bench bench-vllm fuzz soak live-sweep clean
+.PHONY: demo test lint sweep demo-vllm bench bench-vllm fuzz soak live-sweep clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,12 @@ demo: $(STAMP)
 sweep: $(STAMP)
 	$(BIN)/python experiments/sweep.py --scenario $${SCENARIO:-experiments/scenarios/49548.json}
 
-test: $(STAMP) $(FULL)
+# Style: ruff lint and format (settings in pyproject.toml); part of `make test`, so CI runs it.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: $(STAMP) $(FULL) lint
 	@set -e; rc=0; $(BIN)/python -m pytest $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); nothing to run"; exit 0; fi; \
 	exit $$rc

@@ -100,8 +100,9 @@ def replay_buckets(edges: Sequence[int], batches, margin: float, dwell: int) -> 
         if b <= 0:
             out.append(-1)
             continue
-        previous, candidate, steps = debounced(bucket_with_hysteresis(edges, b, previous, margin), previous,
-                                               candidate, steps, dwell)
+        previous, candidate, steps = debounced(
+            bucket_with_hysteresis(edges, b, previous, margin), previous, candidate, steps, dwell
+        )
         out.append(previous)
     return out
 

@@ -11,39 +11,60 @@ from .errors import BanditkError
 
 
 def _prior_parsers(sub: argparse._SubParsersAction) -> None:
-    prior = sub.add_parser("prior", help="inspect, validate, import and merge prior and snapshot files",
-                           description="Work with prior files (what a governor starts from) and snapshots (a live governor's state).")
+    prior = sub.add_parser(
+        "prior",
+        help="inspect, validate, import and merge prior and snapshot files",
+        description="Work with prior files (what a governor starts from) and snapshots (a live governor's state).",
+    )
     psub = prior.add_subparsers(dest="prior_cmd", metavar="COMMAND", required=True)
 
-    show = psub.add_parser("show", help="per bucket: posterior-mean goodput per K, P(best), best K",
-                           description="Print a prior's or snapshot's posterior as a table: per batch-size bucket, the "
-                                       "posterior-mean goodput of each K, the probability that K is best, and the best K.")
+    show = psub.add_parser(
+        "show",
+        help="per bucket: posterior-mean goodput per K, P(best), best K",
+        description="Print a prior's or snapshot's posterior as a table: per batch-size bucket, the "
+        "posterior-mean goodput of each K, the probability that K is best, and the best K.",
+    )
     show.add_argument("file", type=Path, help="prior or snapshot JSON file")
-    show.add_argument("--all", action="store_true", help="also show buckets with no observations (model estimates only)")
+    show.add_argument(
+        "--all", action="store_true", help="also show buckets with no observations (model estimates only)"
+    )
     show.add_argument("--samples", type=int, default=2000, help="Monte-Carlo samples for P(best) (default 2000)")
     show.set_defaults(func=_cmd_show)
 
-    val = psub.add_parser("validate", help="check files; exit 0 when all are valid, 1 otherwise",
-                          description="Validate prior or snapshot files. Prints OK or the reason per file; exits 0 "
-                                      "when every file is valid and 1 otherwise.")
+    val = psub.add_parser(
+        "validate",
+        help="check files; exit 0 when all are valid, 1 otherwise",
+        description="Validate prior or snapshot files. Prints OK or the reason per file; exits 0 "
+        "when every file is valid and 1 otherwise.",
+    )
     val.add_argument("files", type=Path, nargs="+", help="prior or snapshot JSON files")
     val.set_defaults(func=_cmd_validate)
 
-    imp = psub.add_parser("import", help="turn a snapshot into a prior for another deployment",
-                          description="Turn a live governor's snapshot into a prior: its posterior becomes the prior's "
-                                      "pseudo-observations, capped at --strength observations per acceptance position, "
-                                      "latency cell and regression, so the new deployment's live data can overrule it.")
+    imp = psub.add_parser(
+        "import",
+        help="turn a snapshot into a prior for another deployment",
+        description="Turn a live governor's snapshot into a prior: its posterior becomes the prior's "
+        "pseudo-observations, capped at --strength observations per acceptance position, "
+        "latency cell and regression, so the new deployment's live data can overrule it.",
+    )
     imp.add_argument("snapshot", type=Path, help="snapshot JSON written by a running governor")
     imp.add_argument("-o", "--output", type=Path, required=True, help="prior file to write (atomically)")
-    imp.add_argument("--strength", type=float, default=None,
-                     help="prior-strength cap in observations (default: the snapshot's own cap, 200 if flat)")
+    imp.add_argument(
+        "--strength",
+        type=float,
+        default=None,
+        help="prior-strength cap in observations (default: the snapshot's own cap, 200 if flat)",
+    )
     imp.add_argument("--hardware", default=None, help="record this hardware name in the prior's drafter key")
     imp.set_defaults(func=_cmd_import)
 
-    merge = psub.add_parser("merge", help="merge snapshots of several replicas (or several priors)",
-                            description="Merge snapshots from several replicas by adding their sufficient statistics "
-                                        "(the prior, config and random state come from the first), or merge priors by "
-                                        "adding their pseudo-observations.")
+    merge = psub.add_parser(
+        "merge",
+        help="merge snapshots of several replicas (or several priors)",
+        description="Merge snapshots from several replicas by adding their sufficient statistics "
+        "(the prior, config and random state come from the first), or merge priors by "
+        "adding their pseudo-observations.",
+    )
     merge.add_argument("files", type=Path, nargs="+", help="two or more snapshots, or two or more priors")
     merge.add_argument("-o", "--output", type=Path, required=True, help="file to write (atomically)")
     merge.set_defaults(func=_cmd_merge)
@@ -68,9 +89,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
     governor, doc = _governor_for(args.file)
     d = doc.get("drafter", {})
     kind = "snapshot" if doc.get("schema") == "banditk/snapshot" else "prior"
-    print(f"{kind}: {args.file}  class={d.get('class')}  method={d.get('method') or '-'}  "
-          f"target={d.get('target_model') or '-'}  hardware={d.get('hardware') or '-'}  "
-          f"k_max={doc.get('k_max')}  strength_cap={doc.get('strength_cap')}")
+    print(
+        f"{kind}: {args.file}  class={d.get('class')}  method={d.get('method') or '-'}  "
+        f"target={d.get('target_model') or '-'}  hardware={d.get('hardware') or '-'}  "
+        f"k_max={doc.get('k_max')}  strength_cap={doc.get('strength_cap')}"
+    )
     prov = doc.get("provenance") or {}
     if prov:
         print("provenance: " + ", ".join(f"{k}={v}" for k, v in prov.items() if not isinstance(v, dict)))
@@ -102,8 +125,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
     if args.hardware:
         prior.key = dataclasses.replace(prior.key, hardware=args.hardware)
     save_prior(args.output, prior)
-    print(f"wrote {args.output}: class={prior.key.drafter_class} k_max={prior.k_max} strength_cap={prior.strength_cap:g} "
-          f"from {prior.provenance.get('observations')} observations")
+    print(
+        f"wrote {args.output}: class={prior.key.drafter_class} k_max={prior.k_max} strength_cap={prior.strength_cap:g} "
+        f"from {prior.provenance.get('observations')} observations"
+    )
     return 0
 
 
@@ -121,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="banditk",
         description="banditk: a load-aware Bayesian speculative-depth governor for vLLM. "
-                    "Work with priors and snapshots, fit priors from traces, run the demo, run the simulator.",
+        "Work with priors and snapshots, fit priors from traces, run the demo, run the simulator.",
     )
     parser.add_argument("--version", action="version", version=f"banditk {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -119,8 +119,10 @@ class GovernorConfig:
         _int(self.decision_interval, "decision_interval", 1, 10_000)
         _int(self.max_decision_interval, "max_decision_interval", 1, 1_000_000)
         if self.max_decision_interval < self.decision_interval:
-            raise ConfigError(f"`max_decision_interval` must be >= `decision_interval` ({self.decision_interval}), "
-                              f"got {self.max_decision_interval}.")
+            raise ConfigError(
+                f"`max_decision_interval` must be >= `decision_interval` ({self.decision_interval}), "
+                f"got {self.max_decision_interval}."
+            )
         _int(self.bucket_dwell, "bucket_dwell", 1, 10_000)
         _float(self.bucket_hysteresis, "bucket_hysteresis", 0.0, 1.0)
         _float(self.settle_confidence, "settle_confidence", 0.0, 1.0)
@@ -147,7 +149,7 @@ class GovernorConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: object) -> "GovernorConfig":
+    def from_dict(cls, d: object) -> GovernorConfig:
         """Build from a JSON-like dict; unknown or ill-typed fields raise :class:`ConfigError`.
 
         >>> GovernorConfig.from_dict({"drafter_class": "mtp", "k_max": 4}).switch_penalty
@@ -161,8 +163,10 @@ class GovernorConfig:
             raise ConfigError(f"governor config must be a JSON object, got {type(d).__name__}: {d!r}.")
         names = {f.name for f in dataclasses.fields(cls)}
         if "prefill_aware" in d:
-            raise ConfigError(f"`prefill_aware` was removed (got {d['prefill_aware']!r}): a step next to a prompt "
-                              "chunk always gets its own K. Drop the field.")
+            raise ConfigError(
+                f"`prefill_aware` was removed (got {d['prefill_aware']!r}): a step next to a prompt "
+                "chunk always gets its own K. Drop the field."
+            )
         unknown = sorted(set(d) - names)
         if unknown:
             raise ConfigError(f"Unknown governor config field(s) {unknown}; known: {sorted(names)}.")

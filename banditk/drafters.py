@@ -40,7 +40,5 @@ def check_drafter_class(name: object, field: str = "drafter_class") -> str:
     """
     if not isinstance(name, str) or name not in DRAFTER_CLASSES:
         known = ", ".join(sorted(DRAFTER_CLASSES))
-        raise UnknownDrafterClassError(
-            f"Unknown {field}={name!r}; expected one of: {known}."
-        )
+        raise UnknownDrafterClassError(f"Unknown {field}={name!r}; expected one of: {known}.")
     return name

@@ -39,8 +39,15 @@ PEERS = ("ucb", "peer:sglang", "peer:vllm-adaptive-k")
 
 def record(check: str, policy: str, point: str, value, threshold, passed, note: str = "") -> dict:
     status = "not_run" if passed is None else ("pass" if passed else "fail")
-    return {"check": check, "policy": policy, "point": point, "value": value, "threshold": threshold,
-            "status": status, "note": note}
+    return {
+        "check": check,
+        "policy": policy,
+        "point": point,
+        "value": value,
+        "threshold": threshold,
+        "status": status,
+        "note": note,
+    }
 
 
 def _ratio(x, y):
@@ -62,11 +69,27 @@ def point_checks(med: dict[str, dict], point: str, column: str = "simulator", su
     out: list[dict] = []
     if "nospec" in med:
         r = _ratio(b["throughput_tok_s"], med["nospec"]["throughput_tok_s"])
-        out.append(record("throughput_vs_nospec", subject, point, r, thr["throughput_vs_nospec"],
-                          None if r is None else r >= thr["throughput_vs_nospec"]))
+        out.append(
+            record(
+                "throughput_vs_nospec",
+                subject,
+                point,
+                r,
+                thr["throughput_vs_nospec"],
+                None if r is None else r >= thr["throughput_vs_nospec"],
+            )
+        )
         r = _ratio(b.get("tpot_p99_s"), med["nospec"].get("tpot_p99_s"))
-        out.append(record("p99_tpot_vs_nospec", subject, point, r, thr["p99_tpot_vs_nospec"],
-                          None if r is None else r <= thr["p99_tpot_vs_nospec"]))
+        out.append(
+            record(
+                "p99_tpot_vs_nospec",
+                subject,
+                point,
+                r,
+                thr["p99_tpot_vs_nospec"],
+                None if r is None else r <= thr["p99_tpot_vs_nospec"],
+            )
+        )
     fixed = {p: m["throughput_tok_s"] for p, m in med.items() if p.startswith("fixed:")}
     if fixed:
         best = max(fixed, key=fixed.get)
@@ -76,31 +99,70 @@ def point_checks(med: dict[str, dict], point: str, column: str = "simulator", su
             # Fixed K runs vLLM's static mode; every per-step policy, the oracle included, runs
             # the dynamic mode: the oracle's ratio is the ceiling this check allows.
             note += f"; oracle (dynamic mode) reaches {_ratio(med['oracle']['throughput_tok_s'], fixed[best]):.3f}"
-        out.append(record("throughput_vs_best_fixed", subject, point, r, thr["throughput_vs_best_fixed"],
-                          None if r is None else r >= thr["throughput_vs_best_fixed"], note))
+        out.append(
+            record(
+                "throughput_vs_best_fixed",
+                subject,
+                point,
+                r,
+                thr["throughput_vs_best_fixed"],
+                None if r is None else r >= thr["throughput_vs_best_fixed"],
+                note,
+            )
+        )
     for t in (p for p in med if p.startswith("table")):
         r = _ratio(b["throughput_tok_s"], med[t]["throughput_tok_s"])
-        out.append(record("throughput_vs_table", subject, point, r, thr["throughput_vs_table"],
-                          None if r is None else r >= thr["throughput_vs_table"], t))
+        out.append(
+            record(
+                "throughput_vs_table",
+                subject,
+                point,
+                r,
+                thr["throughput_vs_table"],
+                None if r is None else r >= thr["throughput_vs_table"],
+                t,
+            )
+        )
     for p in PEERS:
         if p in med:
             r = _ratio(b["throughput_tok_s"], med[p]["throughput_tok_s"])
-            out.append(record("throughput_vs_peer_each_point", subject, point, r, thr["throughput_vs_peer_each_point"],
-                              None if r is None else r >= thr["throughput_vs_peer_each_point"], p))
+            out.append(
+                record(
+                    "throughput_vs_peer_each_point",
+                    subject,
+                    point,
+                    r,
+                    thr["throughput_vs_peer_each_point"],
+                    None if r is None else r >= thr["throughput_vs_peer_each_point"],
+                    p,
+                )
+            )
     sw = b.get("k_switches_per_1000")
-    out.append(record("k_switches_per_1000_stationary", subject, point, sw, thr["k_switches_per_1000_stationary"],
-                      None if sw is None else sw <= thr["k_switches_per_1000_stationary"]))
+    out.append(
+        record(
+            "k_switches_per_1000_stationary",
+            subject,
+            point,
+            sw,
+            thr["k_switches_per_1000_stationary"],
+            None if sw is None else sw <= thr["k_switches_per_1000_stationary"],
+        )
+    )
     return out
 
 
-def geomean_checks(per_point: dict[str, dict[str, dict]], column: str = "simulator", subject: str = "bandit") -> list[dict]:
+def geomean_checks(
+    per_point: dict[str, dict[str, dict]], column: str = "simulator", subject: str = "bandit"
+) -> list[dict]:
     """Geometric mean over points of subject / peer throughput, per peer."""
     thr = THRESHOLDS[column]["throughput_vs_peer_geomean"]
     out = []
     for p in PEERS:
-        logs = [math.log(m[subject]["throughput_tok_s"] / m[p]["throughput_tok_s"])
-                for m in per_point.values() if subject in m and p in m and m[p]["throughput_tok_s"] > 0
-                and m[subject]["throughput_tok_s"] > 0]
+        logs = [
+            math.log(m[subject]["throughput_tok_s"] / m[p]["throughput_tok_s"])
+            for m in per_point.values()
+            if subject in m and p in m and m[p]["throughput_tok_s"] > 0 and m[subject]["throughput_tok_s"] > 0
+        ]
         if logs:
             g = math.exp(sum(logs) / len(logs))
             out.append(record("throughput_vs_peer_geomean", subject, "all", g, thr, g >= thr, p))

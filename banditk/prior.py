@@ -34,8 +34,13 @@ class DrafterKey:
         check_drafter_class(self.drafter_class, "drafter.class")
 
     def to_dict(self) -> dict:
-        return {"class": self.drafter_class, "method": self.method, "target_model": self.target_model,
-                "draft_model": self.draft_model, "hardware": self.hardware}
+        return {
+            "class": self.drafter_class,
+            "method": self.method,
+            "target_model": self.target_model,
+            "draft_model": self.draft_model,
+            "hardware": self.hardware,
+        }
 
 
 @dataclass(slots=True)
@@ -63,4 +68,4 @@ class Prior:
 
 
 def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()

@@ -35,6 +35,7 @@ DEFAULT_STRENGTH = 200.0
 
 # ---- reading ----------------------------------------------------------------------
 
+
 def read_json(path: str | os.PathLike) -> dict:
     """Read a JSON object from ``path`` with a size cap; errors name the file."""
     p = Path(path)
@@ -92,8 +93,12 @@ def prior_from_dict(doc: dict, name: str = "<input>") -> Prior:
         if not isinstance(drafter, dict):
             raise PriorFormatError(f"`drafter` must be an object, got {drafter!r}.")
         fields = {}
-        for src, dst in (("method", "method"), ("target_model", "target_model"),
-                         ("draft_model", "draft_model"), ("hardware", "hardware")):
+        for src, dst in (
+            ("method", "method"),
+            ("target_model", "target_model"),
+            ("draft_model", "draft_model"),
+            ("hardware", "hardware"),
+        ):
             v = drafter.get(src, "")
             if not isinstance(v, str):
                 raise PriorFormatError(f"`drafter.{src}` must be a string, got {v!r}.")
@@ -103,10 +108,13 @@ def prior_from_dict(doc: dict, name: str = "<input>") -> Prior:
         if isinstance(k_max, bool) or not isinstance(k_max, int) or not 1 <= k_max <= 64:
             raise PriorFormatError(f"`k_max` must be an integer in [1, 64], got {k_max!r}.")
         try:
-            edges = GovernorConfig(drafter_class=key.drafter_class, k_max=k_max,
-                                   bucket_edges=tuple(doc.get("bucket_edges") or ())).bucket_edges
+            edges = GovernorConfig(
+                drafter_class=key.drafter_class, k_max=k_max, bucket_edges=tuple(doc.get("bucket_edges") or ())
+            ).bucket_edges
         except (ConfigError, TypeError):
-            raise PriorFormatError(f"`bucket_edges` must be increasing positive integers from 1, got {doc.get('bucket_edges')!r}.") from None
+            raise PriorFormatError(
+                f"`bucket_edges` must be increasing positive integers from 1, got {doc.get('bucket_edges')!r}."
+            ) from None
         cap = doc.get("strength_cap", DEFAULT_STRENGTH)
         if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap < 1e12:
             raise PriorFormatError(f"`strength_cap` must be a positive number, got {cap!r}.")
@@ -117,7 +125,9 @@ def prior_from_dict(doc: dict, name: str = "<input>") -> Prior:
         if weights is not None:
             w = np.asarray(weights, dtype=float) if _is_number_list(weights) else None
             if w is None or w.shape != (len(FEATURES),) or not np.all(np.isfinite(w)):
-                raise PriorFormatError(f"`latency_model.weights` must be {len(FEATURES)} finite numbers, got {weights!r}.")
+                raise PriorFormatError(
+                    f"`latency_model.weights` must be {len(FEATURES)} finite numbers, got {weights!r}."
+                )
             weights = w
         provenance = doc.get("provenance", {})
         if not isinstance(provenance, dict):
@@ -156,6 +166,7 @@ def load_prior(path: str | os.PathLike, *, drafter_class: str | None = None, k_m
 
 # ---- writing ----------------------------------------------------------------------
 
+
 def prior_to_dict(prior: Prior) -> dict:
     return {
         "schema": PRIOR_SCHEMA,
@@ -164,8 +175,10 @@ def prior_to_dict(prior: Prior) -> dict:
         "k_max": prior.k_max,
         "bucket_edges": list(prior.bucket_edges),
         "strength_cap": prior.strength_cap,
-        "latency_model": {"features": list(FEATURES),
-                          "weights": None if prior.latency_weights is None else np.asarray(prior.latency_weights).tolist()},
+        "latency_model": {
+            "features": list(FEATURES),
+            "weights": None if prior.latency_weights is None else np.asarray(prior.latency_weights).tolist(),
+        },
         "stats": prior.stats.to_dict(),
         "provenance": prior.provenance,
     }
@@ -181,15 +194,30 @@ def save_prior(path: str | os.PathLike, prior: Prior) -> None:
 
 # ---- snapshots --------------------------------------------------------------------
 
+
 def governor_prior(governor: BanditGovernor) -> Prior:
     """The prior a governor runs on (a flat one if it was built without)."""
     cfg = governor.config
     if governor.prior is not None:
         p = governor.prior
-        return Prior(p.key, cfg.k_max, cfg.bucket_edges, governor.posterior.prior_loaded.copy(), p.strength_cap,
-                     p.latency_weights, dict(p.provenance))
-    return Prior(DrafterKey(cfg.drafter_class), cfg.k_max, cfg.bucket_edges, governor.posterior.prior_loaded.copy(),
-                 DEFAULT_STRENGTH, None, {"source": "flat"})
+        return Prior(
+            p.key,
+            cfg.k_max,
+            cfg.bucket_edges,
+            governor.posterior.prior_loaded.copy(),
+            p.strength_cap,
+            p.latency_weights,
+            dict(p.provenance),
+        )
+    return Prior(
+        DrafterKey(cfg.drafter_class),
+        cfg.k_max,
+        cfg.bucket_edges,
+        governor.posterior.prior_loaded.copy(),
+        DEFAULT_STRENGTH,
+        None,
+        {"source": "flat"},
+    )
 
 
 def snapshot_dict(governor: BanditGovernor, provenance: dict | None = None) -> dict:
@@ -250,7 +278,9 @@ def prior_from_snapshot(doc: dict, *, strength: float | None = None, name: str =
         "snapshot": source or name,
         "imported": now_iso(),
         "observations": governor.observations,
-        "snapshot_written": (doc.get("snapshot") or {}).get("written") if isinstance(doc.get("snapshot"), dict) else None,
+        "snapshot_written": (doc.get("snapshot") or {}).get("written")
+        if isinstance(doc.get("snapshot"), dict)
+        else None,
         "previous_prior": old.provenance,
     }
     return Prior(old.key, old.k_max, old.bucket_edges, stats, cap, governor.latency_weights(), provenance)
@@ -287,8 +317,15 @@ def merge_documents(docs: list[tuple[str, dict]]) -> dict:
         stats = first.stats
         for _, p in priors[1:]:
             stats = stats + p.stats
-        merged = Prior(first.key, first.k_max, first.bucket_edges, stats, max(p.strength_cap for _, p in priors),
-                       first.latency_weights, {"source": "merge", "merged": names, "created": now_iso()})
+        merged = Prior(
+            first.key,
+            first.k_max,
+            first.bucket_edges,
+            stats,
+            max(p.strength_cap for _, p in priors),
+            first.latency_weights,
+            {"source": "merge", "merged": names, "created": now_iso()},
+        )
         return prior_to_dict(merged)
     governors = [governor_from_snapshot(doc, name) for name, doc in docs]
     base = governors[0]

@@ -25,7 +25,9 @@ class RecordingPolicy:
         self.disables_speculation = getattr(policy, "disables_speculation", False)
         self.k_max = k_max
         self._fh = open(path, "w", encoding="utf-8")
-        self._fh.write(json.dumps(header(drafter_class, k_max, header_extra.pop("source", "sim"), **header_extra)) + "\n")
+        self._fh.write(
+            json.dumps(header(drafter_class, k_max, header_extra.pop("source", "sim"), **header_extra)) + "\n"
+        )
         self._last_context: StepContext | None = None
 
     def select(self, context: StepContext) -> Decision:
@@ -37,12 +39,14 @@ class RecordingPolicy:
         if decision.num_decoding > 0:
             ctx = self._last_context
             extra = {} if ctx is None else {"kv": round(ctx.kv_usage, 4), "queue": ctx.queue_len}
-            self._fh.write(json.dumps(step_record(decision, outcome, self.k_max, **extra), separators=(",", ":")) + "\n")
+            self._fh.write(
+                json.dumps(step_record(decision, outcome, self.k_max, **extra), separators=(",", ":")) + "\n"
+            )
 
     def close(self) -> None:
         self._fh.close()
 
-    def __enter__(self) -> "RecordingPolicy":
+    def __enter__(self) -> RecordingPolicy:
         return self
 
     def __exit__(self, *exc) -> None:

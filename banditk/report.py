@@ -22,7 +22,9 @@ def posterior_table(governor: BanditGovernor, *, all_buckets: bool = False, samp
         "latency model: " + ", ".join(f"{name}={1e3 * v:.4g}ms" for name, v in zip(FEATURES, w)),
         "goodput in tok/s at the bucket's representative B, (P(best)); n = observations in the bucket",
     ]
-    header = f"{'bucket':>11} {'B~':>6} {'n':>7} " + " ".join(f"{f'K={k}':>16}" for k in range(cfg.k_max + 1)) + "  best"
+    header = (
+        f"{'bucket':>11} {'B~':>6} {'n':>7} " + " ".join(f"{f'K={k}':>16}" for k in range(cfg.k_max + 1)) + "  best"
+    )
     lines.append(header)
     edges = cfg.bucket_edges
     for i in range(cfg.num_buckets):
@@ -31,7 +33,9 @@ def posterior_table(governor: BanditGovernor, *, all_buckets: bool = False, samp
         hi = f"{edges[i + 1] - 1}" if i + 1 < len(edges) else "+"
         rng = f"{edges[i]}-{hi}" if hi != str(edges[i]) else f"{edges[i]}"
         cells = " ".join(f"{g[i, k]:>9.1f} ({pb[i, k]:.2f})" for k in range(cfg.k_max + 1))
-        lines.append(f"{rng:>11} {governor.posterior.rep_batch[i]:>6.1f} {n[i].sum():>7.0f} {cells}  K={int(np.argmax(g[i]))}")
+        lines.append(
+            f"{rng:>11} {governor.posterior.rep_batch[i]:>6.1f} {n[i].sum():>7.0f} {cells}  K={int(np.argmax(g[i]))}"
+        )
     if len(lines) == 5:
         lines.append("(no bucket has observations yet; pass --all to see the model's estimates)")
     return "\n".join(lines)

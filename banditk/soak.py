@@ -30,8 +30,9 @@ def rss_bytes() -> int:
         return 0
 
 
-def run_soak(steps: int = 1_000_000, requests: int = 100_000, concurrency: int = 8, seed: int = 0,
-             progress: bool = False) -> dict:
+def run_soak(
+    steps: int = 1_000_000, requests: int = 100_000, concurrency: int = 8, seed: int = 0, progress: bool = False
+) -> dict:
     truth = SyntheticTruth()
     rng = np.random.default_rng(seed)
     gov = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=truth.k_max, seed=seed))
@@ -79,21 +80,34 @@ def run_soak(steps: int = 1_000_000, requests: int = 100_000, concurrency: int =
         tele.observe_decision(k, 0.0, 0)
         tele.observe_step(t_step, None, None)
         if step in (window, steps // 2, steps - 1):
-            marks[step] = {"step": step, "rss_mb": round(rss_bytes() / 2**20, 1), "requests_started": started,
-                           "tracked_requests": tele.num_tracked_requests, "pending_regression_rows": len(gov.posterior.pending)}
+            marks[step] = {
+                "step": step,
+                "rss_mb": round(rss_bytes() / 2**20, 1),
+                "requests_started": started,
+                "tracked_requests": tele.num_tracked_requests,
+                "pending_regression_rows": len(gov.posterior.pending),
+            }
         if progress and step % 50_000 == 0 and step:
             el = time.perf_counter() - t_wall
-            print(f"  soak {step:>9,}/{steps:,} steps, {started:,} requests, rss {rss_bytes() / 2**20:.0f} MB, "
-                  f"~{el / step * (steps - step):.0f} s left", flush=True)
+            print(
+                f"  soak {step:>9,}/{steps:,} steps, {started:,} requests, rss {rss_bytes() / 2**20:.0f} MB, "
+                f"~{el / step * (steps - step):.0f} s left",
+                flush=True,
+            )
 
     def pct(a: np.ndarray) -> dict:
-        return {"p50_us": round(float(np.percentile(a, 50)) / 1e3, 2), "p99_us": round(float(np.percentile(a, 99)) / 1e3, 2)}
+        return {
+            "p50_us": round(float(np.percentile(a, 50)) / 1e3, 2),
+            "p99_us": round(float(np.percentile(a, 99)) / 1e3, 2),
+        }
 
     return {
-        "steps": steps, "requests": started, "concurrency": concurrency,
+        "steps": steps,
+        "requests": started,
+        "concurrency": concurrency,
         "memory": sorted(marks.values(), key=lambda m: m["step"]),
-        "governor_time_start": pct(gov_ns[window: 2 * window]),
-        "governor_time_end": pct(gov_ns[steps - window:]),
+        "governor_time_start": pct(gov_ns[window : 2 * window]),
+        "governor_time_end": pct(gov_ns[steps - window :]),
         "wall_s": round(time.perf_counter() - t_wall, 1),
         "telemetry_tracked_requests_end": tele.num_tracked_requests,
         "governor_switches": gov.switches,

@@ -70,12 +70,17 @@ class SufficientStats:
                 setattr(self, name, np.zeros_like(self.cell_n))
 
     @classmethod
-    def zeros(cls, k_max: int, num_buckets: int) -> "SufficientStats":
+    def zeros(cls, k_max: int, num_buckets: int) -> SufficientStats:
         shape = (num_buckets, k_max + 1)
         return cls(
-            np.zeros(k_max), np.zeros(k_max),
-            np.zeros(shape), np.zeros(shape), np.zeros(shape),
-            np.zeros((NUM_FEATURES, NUM_FEATURES)), np.zeros(NUM_FEATURES), 0.0,
+            np.zeros(k_max),
+            np.zeros(k_max),
+            np.zeros(shape),
+            np.zeros(shape),
+            np.zeros(shape),
+            np.zeros((NUM_FEATURES, NUM_FEATURES)),
+            np.zeros(NUM_FEATURES),
+            0.0,
         )
 
     @property
@@ -86,39 +91,58 @@ class SufficientStats:
     def num_buckets(self) -> int:
         return int(self.cell_n.shape[0])
 
-    def copy(self) -> "SufficientStats":
+    def copy(self) -> SufficientStats:
         return SufficientStats(
-            self.acc_successes.copy(), self.acc_failures.copy(),
-            self.cell_n.copy(), self.cell_sum.copy(), self.cell_sumsq.copy(),
-            self.reg_xtx.copy(), self.reg_xty.copy(), float(self.reg_n), self.prefill_rp, self.prefill_pp,
+            self.acc_successes.copy(),
+            self.acc_failures.copy(),
+            self.cell_n.copy(),
+            self.cell_sum.copy(),
+            self.cell_sumsq.copy(),
+            self.reg_xtx.copy(),
+            self.reg_xty.copy(),
+            float(self.reg_n),
+            self.prefill_rp,
+            self.prefill_pp,
             *(getattr(self, f).copy() for f in MIXED_FIELDS),
         )
 
-    def __add__(self, other: "SufficientStats") -> "SufficientStats":
+    def __add__(self, other: SufficientStats) -> SufficientStats:
         if (other.k_max, other.num_buckets) != (self.k_max, self.num_buckets):
             raise ValueError(
                 f"Cannot add statistics of K_max={other.k_max}, {other.num_buckets} buckets "
                 f"to K_max={self.k_max}, {self.num_buckets} buckets."
             )
         return SufficientStats(
-            self.acc_successes + other.acc_successes, self.acc_failures + other.acc_failures,
-            self.cell_n + other.cell_n, self.cell_sum + other.cell_sum, self.cell_sumsq + other.cell_sumsq,
-            self.reg_xtx + other.reg_xtx, self.reg_xty + other.reg_xty, self.reg_n + other.reg_n,
-            self.prefill_rp + other.prefill_rp, self.prefill_pp + other.prefill_pp,
+            self.acc_successes + other.acc_successes,
+            self.acc_failures + other.acc_failures,
+            self.cell_n + other.cell_n,
+            self.cell_sum + other.cell_sum,
+            self.cell_sumsq + other.cell_sumsq,
+            self.reg_xtx + other.reg_xtx,
+            self.reg_xty + other.reg_xty,
+            self.reg_n + other.reg_n,
+            self.prefill_rp + other.prefill_rp,
+            self.prefill_pp + other.prefill_pp,
             *(getattr(self, f) + getattr(other, f) for f in MIXED_FIELDS),
         )
 
-    def truncated(self, k_max: int) -> "SufficientStats":
+    def truncated(self, k_max: int) -> SufficientStats:
         """The statistics of positions and K up to ``k_max`` (<= this K_max)."""
         return SufficientStats(
-            self.acc_successes[:k_max].copy(), self.acc_failures[:k_max].copy(),
-            self.cell_n[:, : k_max + 1].copy(), self.cell_sum[:, : k_max + 1].copy(),
+            self.acc_successes[:k_max].copy(),
+            self.acc_failures[:k_max].copy(),
+            self.cell_n[:, : k_max + 1].copy(),
+            self.cell_sum[:, : k_max + 1].copy(),
             self.cell_sumsq[:, : k_max + 1].copy(),
-            self.reg_xtx.copy(), self.reg_xty.copy(), float(self.reg_n), self.prefill_rp, self.prefill_pp,
+            self.reg_xtx.copy(),
+            self.reg_xty.copy(),
+            float(self.reg_n),
+            self.prefill_rp,
+            self.prefill_pp,
             *(getattr(self, f)[:, : k_max + 1].copy() for f in MIXED_FIELDS),
         )
 
-    def capped(self, strength: float) -> "SufficientStats":
+    def capped(self, strength: float) -> SufficientStats:
         """Rescale so no acceptance position, latency cell or the regression weighs more than ``strength``.
 
         Means are kept; the posterior widens. This is how an imported prior is kept from
@@ -148,15 +172,24 @@ class SufficientStats:
     def to_dict(self) -> dict:
         return {
             "acceptance": {"successes": self.acc_successes.tolist(), "failures": self.acc_failures.tolist()},
-            "cells": {"n": self.cell_n.tolist(), "sum_s": self.cell_sum.tolist(), "sum_sq_s2": self.cell_sumsq.tolist()},
+            "cells": {
+                "n": self.cell_n.tolist(),
+                "sum_s": self.cell_sum.tolist(),
+                "sum_sq_s2": self.cell_sumsq.tolist(),
+            },
             "mixed_cells": {key: getattr(self, f).tolist() for key, f in zip(MIXED_KEYS, MIXED_FIELDS)},
-            "regression": {"features": list(FEATURES), "xtx": self.reg_xtx.tolist(),
-                           "xty": self.reg_xty.tolist(), "n": float(self.reg_n),
-                           "prefill_rp": float(self.prefill_rp), "prefill_pp": float(self.prefill_pp)},
+            "regression": {
+                "features": list(FEATURES),
+                "xtx": self.reg_xtx.tolist(),
+                "xty": self.reg_xty.tolist(),
+                "n": float(self.reg_n),
+                "prefill_rp": float(self.prefill_rp),
+                "prefill_pp": float(self.prefill_pp),
+            },
         }
 
     @classmethod
-    def from_dict(cls, d: object, k_max: int, num_buckets: int, where: str) -> "SufficientStats":
+    def from_dict(cls, d: object, k_max: int, num_buckets: int, where: str) -> SufficientStats:
         """Parse and validate; every problem raises :class:`PriorFormatError` naming the field."""
         d = _obj(d, where)
         acc = _obj(d.get("acceptance"), f"{where}.acceptance")
@@ -197,8 +230,9 @@ class SufficientStats:
         return out
 
 
-def _check_cells(n: np.ndarray, s: np.ndarray, ss: np.ndarray, where: str,
-                 names: tuple[str, str] = ("sum_s", "sum_sq_s2")) -> None:
+def _check_cells(
+    n: np.ndarray, s: np.ndarray, ss: np.ndarray, where: str, names: tuple[str, str] = ("sum_s", "sum_sq_s2")
+) -> None:
     # sum y^2 >= (sum y)^2 / n (Cauchy-Schwarz), with room for rounding; a square that
     # overflows is infinite, so the check fails instead of raising.
     safe_n = np.where(n > 0, n, 1.0)

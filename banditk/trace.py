@@ -37,19 +37,34 @@ def header(drafter_class: str, k_max: int, source: str, **extra) -> dict:
     """The first line of a trace."""
     check_drafter_class(drafter_class)
     drafter = {"class": drafter_class, **extra.pop("drafter", {})}
-    return {"trace": TRACE_SCHEMA, "version": TRACE_VERSION, "drafter": drafter, "k_max": int(k_max),
-            "source": source, **extra}
+    return {
+        "trace": TRACE_SCHEMA,
+        "version": TRACE_VERSION,
+        "drafter": drafter,
+        "k_max": int(k_max),
+        "source": source,
+        **extra,
+    }
 
 
 def step_record(decision: Decision, outcome: StepOutcome, k_max: int, **extra) -> dict:
     """One step line from the decision and the outcome credited to it."""
-    succ, fail = position_counts(outcome.drafted, outcome.accepted, k_max) if outcome.drafted.size else (
-        np.zeros(k_max, dtype=np.int64), np.zeros(k_max, dtype=np.int64))
-    rec = {"step": decision.step_id, "B": decision.num_decoding, "k": decision.k,
-           "step_s": round(outcome.step_duration_s, 7),
-           "draft_s": None if outcome.draft_duration_s is None else round(outcome.draft_duration_s, 7),
-           "target_s": None if outcome.target_duration_s is None else round(outcome.target_duration_s, 7),
-           "acc_s": succ.tolist(), "acc_f": fail.tolist(), "prefill": outcome.prefill_tokens}
+    succ, fail = (
+        position_counts(outcome.drafted, outcome.accepted, k_max)
+        if outcome.drafted.size
+        else (np.zeros(k_max, dtype=np.int64), np.zeros(k_max, dtype=np.int64))
+    )
+    rec = {
+        "step": decision.step_id,
+        "B": decision.num_decoding,
+        "k": decision.k,
+        "step_s": round(outcome.step_duration_s, 7),
+        "draft_s": None if outcome.draft_duration_s is None else round(outcome.draft_duration_s, 7),
+        "target_s": None if outcome.target_duration_s is None else round(outcome.target_duration_s, 7),
+        "acc_s": succ.tolist(),
+        "acc_f": fail.tolist(),
+        "prefill": outcome.prefill_tokens,
+    }
     rec.update(extra)
     return rec
 
@@ -125,14 +140,22 @@ def read_trace(path: str | os.PathLike, *, max_steps: int | None = None) -> Trac
                 if max_steps is not None and len(rows) >= max_steps:
                     break
     if head is None:
-        raise PriorFormatError(f"{str(path)!r} is not a banditk trace: no header line with \"trace\": {TRACE_SCHEMA!r}.")
+        raise PriorFormatError(f'{str(path)!r} is not a banditk trace: no header line with "trace": {TRACE_SCHEMA!r}.')
     if not rows:
         raise PriorFormatError(f"{str(path)!r} has a header but no usable step lines ({skipped} skipped).")
     cols = list(zip(*rows))
-    return Trace(head, np.array(cols[0], dtype=np.int64), np.array(cols[1], dtype=np.int64),
-                 np.array(cols[2], dtype=float), np.array(cols[3], dtype=float), np.array(cols[4], dtype=float),
-                 np.array(cols[5], dtype=float), np.array(cols[6], dtype=float), np.array(cols[7], dtype=np.int64),
-                 skipped)
+    return Trace(
+        head,
+        np.array(cols[0], dtype=np.int64),
+        np.array(cols[1], dtype=np.int64),
+        np.array(cols[2], dtype=float),
+        np.array(cols[3], dtype=float),
+        np.array(cols[4], dtype=float),
+        np.array(cols[5], dtype=float),
+        np.array(cols[6], dtype=float),
+        np.array(cols[7], dtype=np.int64),
+        skipped,
+    )
 
 
 def _check_header(rec: dict, name: str) -> dict:
@@ -160,19 +183,37 @@ def _num(v, lo: float = 0.0) -> float | None:
 
 def _parse_step(rec: dict, k_max: int) -> tuple | None:
     b, k, t = rec.get("B"), rec.get("k"), _num(rec.get("step_s"))
-    if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= _MAX_COUNT or isinstance(k, bool) \
-            or not isinstance(k, int):
+    if (
+        isinstance(b, bool)
+        or not isinstance(b, int)
+        or not 1 <= b <= _MAX_COUNT
+        or isinstance(k, bool)
+        or not isinstance(k, int)
+    ):
         return None
     if not 0 <= k <= k_max or t is None or t <= 0:
         return None
     acc_s, acc_f = rec.get("acc_s", [0] * k_max), rec.get("acc_f", [0] * k_max)
-    if (not isinstance(acc_s, list) or not isinstance(acc_f, list) or len(acc_s) != k_max or len(acc_f) != k_max
-            or any(_num(v) is None for v in acc_s + acc_f)):
+    if (
+        not isinstance(acc_s, list)
+        or not isinstance(acc_f, list)
+        or len(acc_s) != k_max
+        or len(acc_f) != k_max
+        or any(_num(v) is None for v in acc_s + acc_f)
+    ):
         return None
     draft = _num(rec.get("draft_s"))
     target = _num(rec.get("target_s"))
     prefill = rec.get("prefill", 0)
     if isinstance(prefill, bool) or not isinstance(prefill, int) or not 0 <= prefill <= _MAX_COUNT:
         return None
-    return (b, k, t, math.nan if draft is None else draft, math.nan if target is None else target, acc_s, acc_f,
-            prefill)
+    return (
+        b,
+        k,
+        t,
+        math.nan if draft is None else draft,
+        math.nan if target is None else target,
+        acc_s,
+        acc_f,
+        prefill,
+    )

@@ -30,8 +30,11 @@ BATCHES = (1, 8, 64, 256)
 
 def percentiles(ns: np.ndarray) -> dict:
     us = ns / 1e3
-    return {"p50_us": round(float(np.percentile(us, 50)), 3), "p99_us": round(float(np.percentile(us, 99)), 3),
-            "mean_us": round(float(us.mean()), 3)}
+    return {
+        "p50_us": round(float(np.percentile(us, 50)), 3),
+        "p99_us": round(float(np.percentile(us, 99)), 3),
+        "mean_us": round(float(us.mean()), 3),
+    }
 
 
 def bench_batch(batch: int, steps: int, warmup: int) -> dict:
@@ -91,13 +94,24 @@ def main() -> int:
         row = bench_batch(batch, args.steps, args.warmup)
         rows.append(row)
         s = row["select_plus_observe"]
-        print(f"B={batch:>4}: select+observe p50 {s['p50_us']:7.2f} us  p99 {s['p99_us']:7.2f} us   "
-              f"list lookup p50 {row['list_lookup_baseline']['p50_us']:.3f} us   (x{row['ratio_p50_vs_lookup']})", flush=True)
-    report = {"benchmark": "governor overhead per scheduler step", "banditk_version": __version__,
-              "machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine(),
-                          "numpy": np.__version__},
-              "steps": args.steps, "warmup": args.warmup, "target": "select+observe p50 <= 20 us at B=256",
-              "results": rows}
+        print(
+            f"B={batch:>4}: select+observe p50 {s['p50_us']:7.2f} us  p99 {s['p99_us']:7.2f} us   "
+            f"list lookup p50 {row['list_lookup_baseline']['p50_us']:.3f} us   (x{row['ratio_p50_vs_lookup']})",
+            flush=True,
+        )
+    report = {
+        "benchmark": "governor overhead per scheduler step",
+        "banditk_version": __version__,
+        "machine": {
+            "python": platform.python_version(),
+            "processor": platform.processor() or platform.machine(),
+            "numpy": np.__version__,
+        },
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "target": "select+observe p50 <= 20 us at B=256",
+        "results": rows,
+    }
     atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -25,16 +25,35 @@ from banditk.sim.step_time import StepCostModel
 
 #: VLLM_ON_CPU.md, "The load trade-off exists here": (concurrency, K or None for nospec) -> (low, high) tok/s.
 MEASURED = {
-    (1, None): (27, 28), (1, 1): (35, 35), (1, 2): (38, 39), (1, 3): (41, 47), (1, 5): (37, 43),
-    (4, None): (78, 90), (4, 1): (113, 118), (4, 2): (83, 94), (4, 3): (103, 106), (4, 5): (91, 95),
-    (16, None): (179, 182), (16, 1): (184, 200), (16, 2): (170, 178), (16, 3): (163, 164), (16, 5): (142, 157),
-    (32, None): (222, 225), (32, 1): (202, 211), (32, 2): (194, 194), (32, 3): (182, 189), (32, 5): (140, 150),
+    (1, None): (27, 28),
+    (1, 1): (35, 35),
+    (1, 2): (38, 39),
+    (1, 3): (41, 47),
+    (1, 5): (37, 43),
+    (4, None): (78, 90),
+    (4, 1): (113, 118),
+    (4, 2): (83, 94),
+    (4, 3): (103, 106),
+    (4, 5): (91, 95),
+    (16, None): (179, 182),
+    (16, 1): (184, 200),
+    (16, 2): (170, 178),
+    (16, 3): (163, 164),
+    (16, 5): (142, 157),
+    (32, None): (222, 225),
+    (32, 1): (202, 211),
+    (32, 2): (194, 194),
+    (32, 3): (182, 189),
+    (32, 5): (140, 150),
 }
 ALPHA = np.full(5, 0.8)
 SCENARIO = {
-    "name": "cpu-calibration", "hardware": "cpu-2core", "model": "cyclic-10x1024",
+    "name": "cpu-calibration",
+    "hardware": "cpu-2core",
+    "model": "cyclic-10x1024",
     "drafter": {"class": "draft_model", "k_max": 5, "acceptance": [0.8] * 5, "request_dispersion": None},
-    "workload": {"concurrency": 1, "prompt_tokens": 32, "output_tokens": 128}, "noise_cv": 0.0,
+    "workload": {"concurrency": 1, "prompt_tokens": 32, "output_tokens": 128},
+    "noise_cv": 0.0,
 }
 FIT_FIELDS = ("mem_bw", "peak_flops", "step_overhead_s", "per_request_overhead_s", "graph_launch_s", "per_layer_s")
 
@@ -84,9 +103,16 @@ def check(steps: int = 1500) -> list[dict]:
         s = run_policy(scn, spec, seed=0, steps=steps, warmup=200).summary
         sim = s["throughput_tok_s"]
         mid = (lo + hi) / 2
-        rows.append({"concurrency": c, "policy": spec, "measured_tok_s": [lo, hi], "sim_tok_s": round(sim, 1),
-                     "error_vs_mid": round(sim / mid - 1, 3),
-                     "within_measured_range": lo <= sim <= hi})
+        rows.append(
+            {
+                "concurrency": c,
+                "policy": spec,
+                "measured_tok_s": [lo, hi],
+                "sim_tok_s": round(sim, 1),
+                "error_vs_mid": round(sim / mid - 1, 3),
+                "within_measured_range": lo <= sim <= hi,
+            }
+        )
     return rows
 
 
@@ -108,10 +134,18 @@ def main() -> int:
         best_ok += bm == bs
         print(f"c={c:>2}: best measured {bm}, best simulated {bs}")
     for r in rows:
-        print(f"c={r['concurrency']:>2} {r['policy']:>8}: measured {r['measured_tok_s']} sim {r['sim_tok_s']:7.1f} "
-              f"error {100 * r['error_vs_mid']:+6.1f}%")
-    summary = {"points": rows, "mean_abs_error": float(err.mean()), "max_abs_error": float(err.max()),
-               "best_policy_matches": f"{best_ok}/4", "profile": "cpu-2core", "model": "cyclic-10x1024"}
+        print(
+            f"c={r['concurrency']:>2} {r['policy']:>8}: measured {r['measured_tok_s']} sim {r['sim_tok_s']:7.1f} "
+            f"error {100 * r['error_vs_mid']:+6.1f}%"
+        )
+    summary = {
+        "points": rows,
+        "mean_abs_error": float(err.mean()),
+        "max_abs_error": float(err.max()),
+        "best_policy_matches": f"{best_ok}/4",
+        "profile": "cpu-2core",
+        "model": "cyclic-10x1024",
+    }
     print(f"mean |error| {100 * err.mean():.1f}%, max {100 * err.max():.1f}%, best K matches at {best_ok}/4 points")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

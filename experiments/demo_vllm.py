@@ -62,16 +62,28 @@ def main(argv=None) -> int:
     from banditk.testing.engines import scheduler, tiny_llm
     from banditk.testing.tiny_models import TinyModelSpec, build_pair
 
-    print(f"building a {args.layers} x {args.hidden} cyclic target and a 1 x {args.hidden} draft "
-          f"(agreement {args.agreement}) under {out} ...", flush=True)
-    pair = build_pair(os.path.join(out, "models"), agreement=args.agreement,
-                      target=TinyModelSpec(num_layers=args.layers, hidden_size=args.hidden, num_heads=max(args.hidden // 64, 1)),
-                      draft=TinyModelSpec(num_layers=1, hidden_size=args.hidden, num_heads=max(args.hidden // 64, 1)))
+    print(
+        f"building a {args.layers} x {args.hidden} cyclic target and a 1 x {args.hidden} draft "
+        f"(agreement {args.agreement}) under {out} ...",
+        flush=True,
+    )
+    pair = build_pair(
+        os.path.join(out, "models"),
+        agreement=args.agreement,
+        target=TinyModelSpec(num_layers=args.layers, hidden_size=args.hidden, num_heads=max(args.hidden // 64, 1)),
+        draft=TinyModelSpec(num_layers=1, hidden_size=args.hidden, num_heads=max(args.hidden // 64, 1)),
+    )
     spec = {
-        "method": "draft_model", "model": pair.draft, "num_speculative_tokens": args.k_max,
+        "method": "draft_model",
+        "model": pair.draft,
+        "num_speculative_tokens": args.k_max,
         "governor": "bandit",
-        "governor_config": {"snapshot_path": os.path.join(out, "snapshot.json"), "snapshot_interval_s": 30,
-                            "telemetry_log": os.path.join(out, "steps.jsonl"), "state_log_interval_s": 0},
+        "governor_config": {
+            "snapshot_path": os.path.join(out, "snapshot.json"),
+            "snapshot_interval_s": 30,
+            "telemetry_log": os.path.join(out, "steps.jsonl"),
+            "state_log_interval_s": 0,
+        },
     }
     print("speculative_config =", json.dumps(spec), flush=True)
     max_seqs = max(args.concurrency)
@@ -94,13 +106,18 @@ def main(argv=None) -> int:
             hist = (gov.k_counts - k_before).tolist()
             k_mode = int(max(range(len(hist)), key=hist.__getitem__))
             rows.append((c, tokens / seconds, k_mode, hist))
-            print(f"\nconcurrency {c:>3}: {tokens / seconds:7.1f} tok/s  K chosen (steps per K 0..{args.k_max}): {hist}"
-                  f"  -> mostly K={k_mode}", flush=True)
+            print(
+                f"\nconcurrency {c:>3}: {tokens / seconds:7.1f} tok/s  K chosen (steps per K 0..{args.k_max}): {hist}"
+                f"  -> mostly K={k_mode}",
+                flush=True,
+            )
             print("  " + rt.state_line(), flush=True)
     print("\nsummary: concurrency -> mostly chosen K (tok/s)")
     for c, tps, k, _ in rows:
         print(f"  {c:>3} -> K={k}  ({tps:.1f} tok/s)")
-    print(f"\nsnapshot: {spec['governor_config']['snapshot_path']}\ntelemetry: {spec['governor_config']['telemetry_log']}")
+    print(
+        f"\nsnapshot: {spec['governor_config']['snapshot_path']}\ntelemetry: {spec['governor_config']['telemetry_log']}"
+    )
     return 0
 
 

@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
 import make_priors  # noqa: E402
+
 from banditk.atomic import atomic_write_text  # noqa: E402
 
 
@@ -49,14 +50,31 @@ def main(argv: list[str] | None = None) -> int:
         result["record_s"] = round(time.monotonic() - t0, 1)
         print(f"recorded {result['trace_steps']} steps in {result['record_s']} s", flush=True)
         for method in ("auto", "nuts"):
-            cmd = [sys.executable, "-m", "banditk.cli", "fit", str(trace), "--hardware", args.hardware,
-                   "-o", str(Path(tmp) / f"{method}.json"), "--method", method, "--force"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "banditk.cli",
+                "fit",
+                str(trace),
+                "--hardware",
+                args.hardware,
+                "-o",
+                str(Path(tmp) / f"{method}.json"),
+                "--method",
+                method,
+                "--force",
+            ]
             t0 = time.monotonic()
             r = subprocess.run(cmd, capture_output=True, text=True)
             wall = time.monotonic() - t0
             used = "svi" if "SVI" in r.stdout else "nuts"
-            run = {"method": method, "inference": used, "wall_s": round(wall, 1), "exit": r.returncode,
-                   "under_5_min": wall < 300}
+            run = {
+                "method": method,
+                "inference": used,
+                "wall_s": round(wall, 1),
+                "exit": r.returncode,
+                "under_5_min": wall < 300,
+            }
             result["runs"].append(run)
             print(f"--method {method} ({used}): {wall:.0f} s, exit {r.returncode}", flush=True)
             if r.returncode != 0:

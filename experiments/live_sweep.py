@@ -44,8 +44,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "results" / "live", help="report folder (default results/live)")
     p.add_argument("--concurrency", default="1,2,4,8,16", help="concurrency points (default %(default)s)")
     p.add_argument("--k-max", type=int, default=3, help="largest K (default %(default)s)")
-    p.add_argument("--policies", default=None,
-                   help="comma-separated; default: nospec, fixed:1..K_max, table, bandit, bandit+prior")
+    p.add_argument(
+        "--policies", default=None, help="comma-separated; default: nospec, fixed:1..K_max, table, bandit, bandit+prior"
+    )
     p.add_argument("--table", default=None, help="vLLM table for the table policy (default [[1,4,K_max],[5,256,0]])")
     p.add_argument("--target-layers", type=int, default=4)
     p.add_argument("--draft-layers", type=int, default=1)
@@ -58,17 +59,32 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-num-seqs", type=int, default=32)
     p.add_argument("--models", type=Path, default=ROOT / ".cache" / "live-models", help="where tiny models are built")
     p.add_argument("--quick", action="store_true", help="tiny models and short points: checks the pipeline, not speed")
-    p.add_argument("--random-model", default=None,
-                   help="instead of the cyclic pair, a random-weight target of this shape (llama3-8b, tiny) with a "
-                        "one-layer drafter, and synthetic acceptance (--synthetic-acceptance; GPU only in vLLM 0.32)")
-    p.add_argument("--synthetic-acceptance", default=None,
-                   help="per-position unconditional acceptance rates, e.g. 0.8,0.64,0.51 (vLLM's synthetic sampler)")
-    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
-                   help="cpu: fp32, eager, the CPU environment; gpu: bf16, vLLM's defaults")
+    p.add_argument(
+        "--random-model",
+        default=None,
+        help="instead of the cyclic pair, a random-weight target of this shape (llama3-8b, tiny) with a "
+        "one-layer drafter, and synthetic acceptance (--synthetic-acceptance; GPU only in vLLM 0.32)",
+    )
+    p.add_argument(
+        "--synthetic-acceptance",
+        default=None,
+        help="per-position unconditional acceptance rates, e.g. 0.8,0.64,0.51 (vLLM's synthetic sampler)",
+    )
+    p.add_argument(
+        "--device",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="cpu: fp32, eager, the CPU environment; gpu: bf16, vLLM's defaults",
+    )
     p.add_argument("--fresh", action="store_true", help="discard finished points and start over")
-    p.add_argument("--governor-config", type=_json_object, default={}, metavar="JSON",
-                   help='governor hyperparameters for the bandit policies, e.g. \'{"prefill_aware": false}\' '
-                        "(added to their governor_config; recorded in the report's setup)")
+    p.add_argument(
+        "--governor-config",
+        type=_json_object,
+        default={},
+        metavar="JSON",
+        help="governor hyperparameters for the bandit policies, e.g. '{\"prefill_aware\": false}' "
+        "(added to their governor_config; recorded in the report's setup)",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.target_layers, args.hidden, args.min_requests, args.min_seconds = 1, 128, 4, 0.0
@@ -79,8 +95,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.table is None:
         args.table = json.dumps([[1, 4, args.k_max], [5, 256, 0]], separators=(",", ":"))
     if args.policies is None:
-        args.policies = ",".join(["nospec", *[f"fixed:{k}" for k in range(1, args.k_max + 1)],
-                                  f"table:{args.table}", "bandit", "bandit+prior"])
+        args.policies = ",".join(
+            [
+                "nospec",
+                *[f"fixed:{k}" for k in range(1, args.k_max + 1)],
+                f"table:{args.table}",
+                "bandit",
+                "bandit+prior",
+            ]
+        )
     args.policies = split_policies(args.policies)
     return args
 
@@ -132,14 +155,20 @@ def build_models(args) -> tuple[str, str]:
             build_tokenizer(tok, 512)
         dev = "cuda" if args.device == "gpu" else "cpu"
         dtype = "bfloat16" if args.device == "gpu" else "float32"
-        return (build_random_llama(args.models / f"random-{args.random_model}", args.random_model, tok, dtype, 0, dev),
-                build_random_llama(args.models / f"random-{args.random_model}-draft", f"{args.random_model}-draft",
-                                   tok, dtype, 1, dev))
+        return (
+            build_random_llama(args.models / f"random-{args.random_model}", args.random_model, tok, dtype, 0, dev),
+            build_random_llama(
+                args.models / f"random-{args.random_model}-draft", f"{args.random_model}-draft", tok, dtype, 1, dev
+            ),
+        )
 
     heads = max(args.hidden // 64, 1)
-    pair = build_pair(args.models, agreement=args.agreement,
-                      target=TinyModelSpec(num_layers=args.target_layers, hidden_size=args.hidden, num_heads=heads),
-                      draft=TinyModelSpec(num_layers=args.draft_layers, hidden_size=args.hidden, num_heads=heads))
+    pair = build_pair(
+        args.models,
+        agreement=args.agreement,
+        target=TinyModelSpec(num_layers=args.target_layers, hidden_size=args.hidden, num_heads=heads),
+        draft=TinyModelSpec(num_layers=args.draft_layers, hidden_size=args.hidden, num_heads=heads),
+    )
     return pair.target, pair.draft
 
 
@@ -172,9 +201,15 @@ def run_point(server: VllmServer, policy: str, c: int, args, run_dir: Path) -> d
     # One warm-up batch of c requests (about one request's latency), which sizes the point
     # to at least --min-requests requests or --min-seconds, whichever is longer.
     result, times = run_warm_then_measure(
-        server.base_url, server.model, Load(c, c, args.input_len, args.output_len, seed=1000 + c),
+        server.base_url,
+        server.model,
+        Load(c, c, args.input_len, args.output_len, seed=1000 + c),
         Load(c, args.min_requests, args.input_len, args.output_len, seed=c),
-        min_requests=args.min_requests, min_seconds=args.min_seconds, run_dir=run_dir, tag=f"c{c}")
+        min_requests=args.min_requests,
+        min_seconds=args.min_seconds,
+        run_dir=run_dir,
+        tag=f"c{c}",
+    )
     point = {"policy": policy, "concurrency": c, "num_prompts": times["num_prompts"], **summarize(result)}
     sw = k_switches(run_dir / "telemetry.jsonl", times["t0"], times["t1"])
     if sw is not None:
@@ -191,8 +226,23 @@ def prior_for(args) -> Path:
     if not prior.exists():
         if not snap.exists():
             raise SystemExit("bandit+prior needs the bandit run's snapshot; put bandit before bandit+prior.")
-        subprocess.run([sys.executable, "-m", "banditk.cli", "prior", "import", str(snap), "-o", str(prior),
-                        "--strength", "200", "--hardware", "cpu-2core"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "banditk.cli",
+                "prior",
+                "import",
+                str(snap),
+                "-o",
+                str(prior),
+                "--strength",
+                "200",
+                "--hardware",
+                "cpu-2core",
+            ],
+            check=True,
+        )
     return prior
 
 
@@ -203,13 +253,21 @@ def plots(points: list[dict], out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     files = []
-    for metric, label, name in (("throughput_tok_s", "output throughput (tok/s)", "throughput.png"),
-                                ("tpot_p99_s", "p99 TPOT (s)", "tpot_p99.png")):
+    for metric, label, name in (
+        ("throughput_tok_s", "output throughput (tok/s)", "throughput.png"),
+        ("tpot_p99_s", "p99 TPOT (s)", "tpot_p99.png"),
+    ):
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for policy in dict.fromkeys(p["policy"] for p in points):
             rows = sorted((p["concurrency"], p[metric]) for p in points if p["policy"] == policy)
             style = "-o" if policy.startswith("bandit") else "--."
-            ax.plot([r[0] for r in rows], [r[1] for r in rows], style, label=policy, lw=2 if policy.startswith("bandit") else 1)
+            ax.plot(
+                [r[0] for r in rows],
+                [r[1] for r in rows],
+                style,
+                label=policy,
+                lw=2 if policy.startswith("bandit") else 1,
+            )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("concurrency")
         ax.set_ylabel(label)
@@ -253,23 +311,41 @@ def main(argv=None) -> int:
             continue
         run_dir = args.out / "runs" / policy.replace(":", "_").replace("/", "_")
         run_dir.mkdir(parents=True, exist_ok=True)
-        spec = speculative_config(policy, draft=draft, k_max=args.k_max,
-                                  work_dir=run_dir, prior=prior_for(args) if policy == "bandit+prior" else None)
+        spec = speculative_config(
+            policy,
+            draft=draft,
+            k_max=args.k_max,
+            work_dir=run_dir,
+            prior=prior_for(args) if policy == "bandit+prior" else None,
+        )
         if spec is not None and args.governor_config and spec.get("governor") == "bandit":
             spec["governor_config"] = {**spec["governor_config"], **args.governor_config}
         if spec is not None and args.synthetic_acceptance:
             rates = [float(x) for x in args.synthetic_acceptance.split(",")]
-            spec.update(rejection_sample_method="synthetic",
-                        synthetic_acceptance_rates=rates[: spec["num_speculative_tokens"]])
+            spec.update(
+                rejection_sample_method="synthetic", synthetic_acceptance_rates=rates[: spec["num_speculative_tokens"]]
+            )
         if args.device == "cpu":
             env = server_env(cache)
-            engine_args = ["--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
-                           "--kv-cache-memory-bytes", str(256 << 20)]
+            engine_args = [
+                "--dtype",
+                "float32",
+                "--max-model-len",
+                "512",
+                "--enforce-eager",
+                "--kv-cache-memory-bytes",
+                str(256 << 20),
+            ]
         else:
             env = {"VLLM_CACHE_ROOT": str(cache)}
             engine_args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--gpu-memory-utilization", "0.85"]
-        server = VllmServer(target, run_dir / "server.log", spec, env=env,
-                            args=[*engine_args, "--max-num-seqs", str(args.max_num_seqs), "--seed", "0"])
+        server = VllmServer(
+            target,
+            run_dir / "server.log",
+            spec,
+            env=env,
+            args=[*engine_args, "--max-num-seqs", str(args.max_num_seqs), "--seed", "0"],
+        )
         print(f"[{policy}] starting vLLM (port {server.port})", flush=True)
         with server:
             for c in pending:
@@ -279,9 +355,11 @@ def main(argv=None) -> int:
                 left = len(remaining) - finished_now
                 per = (time.monotonic() - started) / finished_now
                 sw = point.get("k_switches_per_1000")
-                print(f"[{policy}] C={c:<3} {point['throughput_tok_s']:8.1f} tok/s  p99 TPOT {1e3 * point['tpot_p99_s']:7.1f} ms"
-                      f"  switches/1k {'-' if sw is None else f'{sw:.1f}'}  ({left} points left, ~{left * per / 60:.0f} min)",
-                      flush=True)
+                print(
+                    f"[{policy}] C={c:<3} {point['throughput_tok_s']:8.1f} tok/s  p99 TPOT {1e3 * point['tpot_p99_s']:7.1f} ms"
+                    f"  switches/1k {'-' if sw is None else f'{sw:.1f}'}  ({left} points left, ~{left * per / 60:.0f} min)",
+                    flush=True,
+                )
     points = [json.loads(f.read_text()) for f in done_files.values() if f.exists()]
     report = build_report(points, args)
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
@@ -296,15 +374,35 @@ def build_report(points: list[dict], args) -> dict:
     per_point: dict[str, dict[str, dict]] = {}
     for p in points:
         per_point.setdefault(f"C={p['concurrency']}", {})[p["policy"]] = p
-    checks = [c for subject in ("bandit", "bandit+prior") for point, med in per_point.items() if subject in med
-              for c in point_checks(med, point, "real", subject)]
-    return {"protocol": "EVALUATION.md, real-vLLM column", "thresholds": THRESHOLDS["real"],
-            "setup": {"target_layers": args.target_layers, "draft_layers": args.draft_layers, "hidden": args.hidden,
-                      "agreement": args.agreement, "k_max": args.k_max, "input_len": args.input_len,
-                      "output_len": args.output_len, "min_requests": args.min_requests, "min_seconds": args.min_seconds,
-                      "table": args.table, "governor_config": args.governor_config,
-                      "client": "vllm.benchmarks.serve (vllm bench serve)"},
-            "machine": versions(), "points": points, "checks": checks, "summary": summary(checks)}
+    checks = [
+        c
+        for subject in ("bandit", "bandit+prior")
+        for point, med in per_point.items()
+        if subject in med
+        for c in point_checks(med, point, "real", subject)
+    ]
+    return {
+        "protocol": "EVALUATION.md, real-vLLM column",
+        "thresholds": THRESHOLDS["real"],
+        "setup": {
+            "target_layers": args.target_layers,
+            "draft_layers": args.draft_layers,
+            "hidden": args.hidden,
+            "agreement": args.agreement,
+            "k_max": args.k_max,
+            "input_len": args.input_len,
+            "output_len": args.output_len,
+            "min_requests": args.min_requests,
+            "min_seconds": args.min_seconds,
+            "table": args.table,
+            "governor_config": args.governor_config,
+            "client": "vllm.benchmarks.serve (vllm bench serve)",
+        },
+        "machine": versions(),
+        "points": points,
+        "checks": checks,
+        "summary": summary(checks),
+    }
 
 
 def print_table(report: dict) -> None:

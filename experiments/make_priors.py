@@ -83,12 +83,19 @@ def scenario(row, hardware: str, steps: int, phases, seed: int) -> dict:
     if (name, hardware) in MEMORY_UTILIZATION:
         from banditk.sim.engine import kv_capacity_tokens
 
-        workload["kv_capacity_tokens"] = kv_capacity_tokens(model, hardware, 512 + 256, MEMORY_UTILIZATION[name, hardware])
-    return {"name": f"{name}-{hardware}", "hardware": hardware, "model": model,
-            "drafter": {"class": cls, "k_max": k_max, "acceptance": acc, "request_dispersion": 20.0},
-            "workload": workload,
-            "phases": [{"at_step": at, "workload": {"concurrency": c}} for at, c in phases[1:]],
-            "steps": steps, "seed": seed}
+        workload["kv_capacity_tokens"] = kv_capacity_tokens(
+            model, hardware, 512 + 256, MEMORY_UTILIZATION[name, hardware]
+        )
+    return {
+        "name": f"{name}-{hardware}",
+        "hardware": hardware,
+        "model": model,
+        "drafter": {"class": cls, "k_max": k_max, "acceptance": acc, "request_dispersion": 20.0},
+        "workload": workload,
+        "phases": [{"at_step": at, "workload": {"concurrency": c}} for at, c in phases[1:]],
+        "steps": steps,
+        "seed": seed,
+    }
 
 
 def record_trace(row, hardware: str, path: Path, steps_per_phase: int) -> int:
@@ -99,8 +106,15 @@ def record_trace(row, hardware: str, path: Path, steps_per_phase: int) -> int:
     scn = parse_scenario(scenario(row, hardware, steps_per_phase * len(TRACE_PHASES), phases, seed=7))
     name, cls, model, k_max, _, _ = row
     # hold=1: a simulated step drafts and verifies its own K, so nothing mixes two K.
-    rec = RecordingPolicy(RandomKPolicy(k_max=k_max, seed=7, hold=1), path, drafter_class=cls, k_max=k_max,
-                          source="sim", hardware=hardware, drafter={"target_model": model, "method": cls})
+    rec = RecordingPolicy(
+        RandomKPolicy(k_max=k_max, seed=7, hold=1),
+        path,
+        drafter_class=cls,
+        k_max=k_max,
+        source="sim",
+        hardware=hardware,
+        drafter={"target_model": model, "method": cls},
+    )
     with rec:
         Simulator(scn, rec, seed=7, speculation=True, dynamic=True).run(scn.steps)
     return scn.steps
@@ -118,18 +132,19 @@ def fit(trace: Path, out: Path, hardware: str, log: Path) -> tuple[bool, str, bo
     r = subprocess.run(cmd, capture_output=True, text=True)
     forced = False
     if r.returncode != 0 and "refused" in r.stderr:
-        first = r.stderr[r.stderr.rfind("refused"):][:600]
+        first = r.stderr[r.stderr.rfind("refused") :][:600]
         r = subprocess.run([*cmd, "--force"], capture_output=True, text=True)
         forced = True
         log.write_text(f"first fit refused: {first}\n\n" + r.stdout + r.stderr)
     else:
         log.write_text(r.stdout + r.stderr)
-    tail = r.stderr[r.stderr.rfind("refused"):][:600] if forced else (r.stdout + r.stderr)[-600:]
+    tail = r.stderr[r.stderr.rfind("refused") :][:600] if forced else (r.stdout + r.stderr)[-600:]
     return r.returncode == 0, tail, forced
 
 
-def regret_run(row, hardware: str, prior_path: Path | None, seed: int, steps: int = 20000,
-               governor_config: dict | None = None) -> dict:
+def regret_run(
+    row, hardware: str, prior_path: Path | None, seed: int, steps: int = 20000, governor_config: dict | None = None
+) -> dict:
     from banditk.sim.scenario import parse_scenario
 
     scn = parse_scenario(scenario(row, hardware, steps, EVAL_PHASES, seed))
@@ -142,8 +157,9 @@ def governed_regret(scn, prior_path: Path | None, seed: int, steps: int, governo
     from banditk.sim.engine import Simulator
 
     prior = load_prior(prior_path, drafter_class=scn.drafter_class, k_max=scn.k_max) if prior_path else None
-    cfg = GovernorConfig.from_dict({**(governor_config or {}), "drafter_class": scn.drafter_class,
-                                    "k_max": scn.k_max, "seed": seed})
+    cfg = GovernorConfig.from_dict(
+        {**(governor_config or {}), "drafter_class": scn.drafter_class, "k_max": scn.k_max, "seed": seed}
+    )
     trace, _ = Simulator(scn, BanditGovernor(cfg, prior), seed=seed, speculation=True, dynamic=True).run(steps)
     gap = np.cumsum(trace.oracle_tokens - trace.expected_tokens)
     total = float(np.sum(trace.oracle_tokens))
@@ -217,6 +233,7 @@ def regret_row(job) -> dict:
     if not prior_path.exists():
         return entry
     try:
+
         def over_seeds(path):  # the median's regret and the runs
             runs = [regret_run(row, hw, path, s, governor_config=gc) for s in range(seeds)]
             return float(np.median([r["regret_fraction"] for r in runs])), runs
@@ -262,20 +279,34 @@ def main() -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--skip-fit", action="store_true", help="reuse priors/ and only run the regret check")
     p.add_argument("--resume", action="store_true", help="rows whose prior exists are not fitted again")
-    p.add_argument("--jobs", type=int, default=1, help="rows run in this many processes at once (each fit and "
-                   "simulation is single-threaded; the report is the same)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="rows run in this many processes at once (each fit and "
+        "simulation is single-threaded; the report is the same)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "results" / "priors")
-    p.add_argument("--governor-config", type=json.loads, default={}, metavar="JSON",
-                   help='governor hyperparameters for the regret check, e.g. \'{"prefill_aware": true}\'')
+    p.add_argument(
+        "--governor-config",
+        type=json.loads,
+        default={},
+        metavar="JSON",
+        help="governor hyperparameters for the regret check, e.g. '{\"prefill_aware\": true}'",
+    )
     args = p.parse_args()
     if args.jobs < 1:
         p.error(f"--jobs must be at least 1, got {args.jobs}")
     gc = args.governor_config
     rows = [r for r in ROWS if args.rows is None or r[0] in args.rows.split(",")]
     (args.out / "traces").mkdir(parents=True, exist_ok=True)
-    report = {"experiment": "shipped priors: fit from simulator traces, regret flat vs prior (EVALUATION.md)",
-              "thresholds": {"flat": 0.03, "prior": 0.01}, "governor_config": gc,
-              "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": []}
+    report = {
+        "experiment": "shipped priors: fit from simulator traces, regret flat vs prior (EVALUATION.md)",
+        "thresholds": {"flat": 0.03, "prior": 0.01},
+        "governor_config": gc,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rows": [],
+    }
     todo = [(r, h) for r in rows for h in (r[5] if args.hardware is None else args.hardware.split(","))]
     names = [f"{r[0]}-{h}" for r, h in todo]
     report["rows"] = [{"row": r[0], "class": r[1], "model": r[2], "hardware": h} for r, h in todo]
@@ -292,16 +323,21 @@ def main() -> int:
             el = time.monotonic() - t0
             e = report["rows"][i]
             what = e.get("error") or (
-                f"fit {'ok' if e.get('fit_ok') else 'FAILED'}{' (forced)' if e.get('fit_forced') else ''}" if stage == "fit"
+                f"fit {'ok' if e.get('fit_ok') else 'FAILED'}{' (forced)' if e.get('fit_forced') else ''}"
+                if stage == "fit"
                 else f"regret flat {e.get('regret_flat', float('nan')):.4f} prior {e.get('regret_prior', float('nan')):.4f}"
-                     f" (fixed-K floor {e.get('regret_best_fixed_k_per_phase', float('nan')):.4f})")
+                f" (fixed-K floor {e.get('regret_best_fixed_k_per_phase', float('nan')):.4f})"
+            )
             print(f"[{stage} {count[0]}/{total}] {name}: {what}  ({el / 60:.0f} min so far)", flush=True)
 
         return done
 
     # Stage 1 fits every prior first: stage 2's other-box check reads the other box's new prior.
-    fit_jobs = [(r, h, args.out) for r, h in todo
-                if not args.skip_fit and not (args.resume and (ROOT / "priors" / f"{r[0]}-{h}.json").exists())]
+    fit_jobs = [
+        (r, h, args.out)
+        for r, h in todo
+        if not args.skip_fit and not (args.resume and (ROOT / "priors" / f"{r[0]}-{h}.json").exists())
+    ]
     fit_names = [f"{r[0]}-{h}" for r, h, _ in fit_jobs]
     run_stage(fit_row, fit_jobs, fit_names, args.jobs, progress("fit", len(fit_jobs)))
     regret_jobs = [(r, h, args.seeds, gc) for r, h in todo]

@@ -34,8 +34,9 @@ CONCURRENCY = (2, 8, 24, 64)
 def run(base: dict, concurrency: int, seed: int, prefill_aware: bool, steps: int, warmup: int) -> dict:
     doc = {**base, "workload": {**base["workload"], "concurrency": concurrency}, "phases": []}
     scn = parse_scenario(doc)
-    gov = BanditGovernor(GovernorConfig(drafter_class=scn.drafter_class, k_max=scn.k_max, seed=seed,
-                                        prefill_aware=prefill_aware))
+    gov = BanditGovernor(
+        GovernorConfig(drafter_class=scn.drafter_class, k_max=scn.k_max, seed=seed, prefill_aware=prefill_aware)
+    )
     trace, done = Simulator(scn, gov, seed=seed, speculation=True, dynamic=True).run(steps)
     s = summarize(trace, done, warmup=warmup, policy="bandit", scenario=scn.name)
     return {k: s[k] for k in ("throughput_tok_s", "k_switches_per_1000", "regret_fraction")}
@@ -54,14 +55,32 @@ def main(argv=None) -> int:
     for c in CONCURRENCY:
         for on in (False, True):
             runs = [run(base, c, s, on, args.steps, args.warmup) for s in range(args.seeds)]
-            row = {"concurrency": c, "prefill_aware": on,
-                   **{k: float(np.median([r[k] for r in runs])) for k in runs[0]}}
+            row = {
+                "concurrency": c,
+                "prefill_aware": on,
+                **{k: float(np.median([r[k] for r in runs])) for k in runs[0]},
+            }
             rows.append(row)
-            print(f"C={c:<3} prefill_aware={'on ' if on else 'off'}  {row['throughput_tok_s']:7.1f} tok/s  "
-                  f"switches/1k {row['k_switches_per_1000']:5.1f}  regret {100 * row['regret_fraction']:.2f}%", flush=True)
+            print(
+                f"C={c:<3} prefill_aware={'on ' if on else 'off'}  {row['throughput_tok_s']:7.1f} tok/s  "
+                f"switches/1k {row['k_switches_per_1000']:5.1f}  regret {100 * row['regret_fraction']:.2f}%",
+                flush=True,
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out, json.dumps({"scenario": str(args.scenario.relative_to(ROOT)), "seeds": args.seeds,
-                                            "steps": args.steps, "warmup": args.warmup, "rows": rows}, indent=1) + "\n")
+    atomic_write_text(
+        args.out,
+        json.dumps(
+            {
+                "scenario": str(args.scenario.relative_to(ROOT)),
+                "seeds": args.seeds,
+                "steps": args.steps,
+                "warmup": args.warmup,
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n",
+    )
     print(f"wrote {args.out}")
     return 0
 

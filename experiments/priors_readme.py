@@ -34,31 +34,46 @@ def main() -> int:
     cpu_cross = ""
     if cpu.exists() and "earlier_machine" in json.loads(cpu.read_text()):
         e = json.loads(cpu.read_text())["earlier_machine"]
-        cpu_cross = (f"; on the profile calibrated from an earlier session's machine of the same kind it costs "
-                     f"{100 * e['regret_prior']:.2f}% against {100 * e['regret_flat']:.2f}% flat: a prior describes "
-                     f"its machine")
+        cpu_cross = (
+            f"; on the profile calibrated from an earlier session's machine of the same kind it costs "
+            f"{100 * e['regret_prior']:.2f}% against {100 * e['regret_flat']:.2f}% flat: a prior describes "
+            f"its machine"
+        )
     aware = ""
     ap = ROOT / "results" / "priors" / "prefill-aware-off" / "report.json"
     if ap.exists():
         doc = json.loads(ap.read_text())
-        lines = [f"- `{r['row']}-{r['hardware']}`: flat {100 * r['regret_flat']:.2f}%, this prior {100 * r['regret_prior']:.2f}%"
-                 f" (best fixed K per load phase {100 * r['regret_best_fixed_k_per_phase']:.2f}%)"
-                 for r in doc["rows"] if "regret_prior" in r]
-        newest = max(str(read_json(p).get("provenance", {}).get("fitted", "")) for p in (ROOT / "priors").glob("*.json"))
-        stale = "" if str(doc.get("created", "")) >= newest[:19] else (
-            " It was measured with earlier priors than these; rerun it with\n"
-            "`python experiments/make_priors.py --skip-fit --governor-config '{\"prefill_aware\": false}' "
-            "--out results/priors/prefill-aware-off`.")
-        aware = ("\nWith the governor's `prefill_aware` option off (one K per bucket, also for the steps next\n"
-                 "to a prompt chunk; see the README), the regret of every row "
-                 f"(results/priors/prefill-aware-off/).{stale}\n\n" + "\n".join(lines) + "\n")
+        lines = [
+            f"- `{r['row']}-{r['hardware']}`: flat {100 * r['regret_flat']:.2f}%, this prior {100 * r['regret_prior']:.2f}%"
+            f" (best fixed K per load phase {100 * r['regret_best_fixed_k_per_phase']:.2f}%)"
+            for r in doc["rows"]
+            if "regret_prior" in r
+        ]
+        newest = max(
+            str(read_json(p).get("provenance", {}).get("fitted", "")) for p in (ROOT / "priors").glob("*.json")
+        )
+        stale = (
+            ""
+            if str(doc.get("created", "")) >= newest[:19]
+            else (
+                " It was measured with earlier priors than these; rerun it with\n"
+                "`python experiments/make_priors.py --skip-fit --governor-config '{\"prefill_aware\": false}' "
+                "--out results/priors/prefill-aware-off`."
+            )
+        )
+        aware = (
+            "\nWith the governor's `prefill_aware` option off (one K per bucket, also for the steps next\n"
+            "to a prompt chunk; see the README), the regret of every row "
+            f"(results/priors/prefill-aware-off/).{stale}\n\n" + "\n".join(lines) + "\n"
+        )
     rows = []
     for p in sorted((ROOT / "priors").glob("*.json")):
         doc = read_json(p)
         d, prov = doc["drafter"], doc.get("provenance", {})
         r = report.get(p.stem, {})
-        regret = (f"{100 * r['regret_flat']:.2f}% / {100 * r['regret_prior']:.2f}%"
-                  if "regret_prior" in r else "not measured")
+        regret = (
+            f"{100 * r['regret_flat']:.2f}% / {100 * r['regret_prior']:.2f}%" if "regret_prior" in r else "not measured"
+        )
         other = r.get("regret_other_hardware_prior")
         other = "-" if other is None else f"{100 * other:.2f}%"
         forced = "yes (PPC failed)" if prov.get("forced") or r.get("fit_forced") else "no"
@@ -66,9 +81,11 @@ def main() -> int:
         ppc = prov.get("diagnostics", {}).get("ppc", {}).get("median_rel_error")
         ppc = "-" if ppc is None else f"{100 * ppc:.1f}%"
         src = f"{prov.get('source', 'fit')} ({prov.get('method', '?')}) of {prov.get('steps', '?')} {prov.get('trace_source', '')} steps"
-        rows.append(f"| `{p.name}` | {d['class']} | {d.get('target_model') or '-'} | {d.get('hardware') or '-'} "
-                    f"| {src} | {terms} | {ppc} "
-                    f"| {str(prov.get('fitted', prov.get('created', '')))[:10]} | {forced} | {regret} | {other} |")
+        rows.append(
+            f"| `{p.name}` | {d['class']} | {d.get('target_model') or '-'} | {d.get('hardware') or '-'} "
+            f"| {src} | {terms} | {ppc} "
+            f"| {str(prov.get('fitted', prov.get('created', '')))[:10]} | {forced} | {regret} | {other} |"
+        )
     text = f"""# Shipped priors
 
 Starting points, one per drafter class and hardware. They are fitted with `banditk fit` from

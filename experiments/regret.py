@@ -31,8 +31,9 @@ HERE = Path(__file__).resolve().parent
 def _job(a):
     path, spec, seed, steps, prior = a
     scn = load_scenario(path)
-    r = run_policy(scn, spec, seed=seed, steps=steps, keep_trace=True,
-                   prior_path=prior if spec == "bandit+prior" else None)  # bandit: the flat prior
+    r = run_policy(
+        scn, spec, seed=seed, steps=steps, keep_trace=True, prior_path=prior if spec == "bandit+prior" else None
+    )  # bandit: the flat prior
     tr = r.trace
     cum_o = np.cumsum(tr.oracle_tokens)
     cum_r = np.cumsum(tr.oracle_tokens - tr.expected_tokens)
@@ -64,23 +65,38 @@ def main() -> int:
     with mp.get_context("fork").Pool(a.workers) as pool:
         for i, (name, spec, seed, summ, idx, frac) in enumerate(pool.imap_unordered(_job, jobs), 1):
             d = out.setdefault(name, {}).setdefault(spec, {"runs": []})
-            d["runs"].append({"seed": seed, "final": summ["regret_fraction"], "step": idx, "regret_fraction": frac,
-                              "throughput_tok_s": summ["throughput_tok_s"],
-                              "k_switches_per_1000": summ["k_switches_per_1000"]})
+            d["runs"].append(
+                {
+                    "seed": seed,
+                    "final": summ["regret_fraction"],
+                    "step": idx,
+                    "regret_fraction": frac,
+                    "throughput_tok_s": summ["throughput_tok_s"],
+                    "k_switches_per_1000": summ["k_switches_per_1000"],
+                }
+            )
             sys.stderr.write(f"\r[regret] {i}/{len(jobs)} runs {time.time() - t0:5.0f}s")
     sys.stderr.write("\n")
     checks = []
     for name, pols in out.items():
-        for spec, d in pols.items():
+        for d in pols.values():
             d["median_final"] = float(np.median([r["final"] for r in d["runs"]]))
         for subj, key in (("bandit", "regret_fraction_flat_prior"), ("bandit+prior", "regret_fraction_shipped_prior")):
             v = pols.get(subj, {}).get("median_final")
-            checks.append({"scenario": name, "check": key, "value": v, "threshold": THRESHOLDS[key],
-                           "status": "not_run" if v is None else ("pass" if v <= THRESHOLDS[key] else "fail")})
+            checks.append(
+                {
+                    "scenario": name,
+                    "check": key,
+                    "value": v,
+                    "threshold": THRESHOLDS[key],
+                    "status": "not_run" if v is None else ("pass" if v <= THRESHOLDS[key] else "fail"),
+                }
+            )
     od = Path(a.out)
     od.mkdir(parents=True, exist_ok=True)
-    (od / "report.json").write_text(json.dumps({"scenarios": out, "checks": checks, "wall_s": time.time() - t0},
-                                               indent=1) + "\n")
+    (od / "report.json").write_text(
+        json.dumps({"scenarios": out, "checks": checks, "wall_s": time.time() - t0}, indent=1) + "\n"
+    )
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,8 +107,12 @@ def main() -> int:
     for ax, (name, pols) in zip(axes.flat, out.items()):
         for spec, d in sorted(pols.items()):
             r = d["runs"][0]
-            ax.plot(r["step"], [100 * v for v in r["regret_fraction"]], lw=2 if spec.startswith("bandit") else 1,
-                    label=f"{spec} {100 * d['median_final']:.1f}%")
+            ax.plot(
+                r["step"],
+                [100 * v for v in r["regret_fraction"]],
+                lw=2 if spec.startswith("bandit") else 1,
+                label=f"{spec} {100 * d['median_final']:.1f}%",
+            )
         ax.axhline(3, ls=":", c="k", lw=1)
         ax.set_title(name, fontsize=9)
         ax.set_ylabel("regret % of oracle")
@@ -103,8 +123,10 @@ def main() -> int:
     print(f"{'scenario':<28} " + " ".join(f"{p:>9}" for p in ("bandit", "ucb", "table", "best fixed")))
     for name, pols in out.items():
         fixed = min(v["median_final"] for k, v in pols.items() if k.startswith("fixed:"))
-        print(f"{name:<28} {100 * pols['bandit']['median_final']:8.2f}% {100 * pols['ucb']['median_final']:8.2f}% "
-              f"{100 * pols['table']['median_final']:8.2f}% {100 * fixed:8.2f}%")
+        print(
+            f"{name:<28} {100 * pols['bandit']['median_final']:8.2f}% {100 * pols['ucb']['median_final']:8.2f}% "
+            f"{100 * pols['table']['median_final']:8.2f}% {100 * fixed:8.2f}%"
+        )
     for c in checks:
         print(f"{c['status'].upper():>7} {c['scenario']:<28} {c['check']} value={c['value']}")
     print(f"report: {od / 'report.json'}\nplot: {od / 'regret_curves.png'}")

@@ -63,7 +63,7 @@ def main() -> int:
     t0 = time.time()
     res: dict = {}
     with mp.get_context("fork").Pool(a.workers) as pool:
-        for i, (c, p, s, summ) in enumerate(pool.imap_unordered(_job, jobs), 1):
+        for i, (c, p, _s, summ) in enumerate(pool.imap_unordered(_job, jobs), 1):
             res.setdefault((c, p), []).append(summ)
             sys.stderr.write(f"\r[repro-49548] {i}/{len(jobs)} runs {time.time() - t0:4.0f}s")
     sys.stderr.write("\n")
@@ -79,45 +79,88 @@ def main() -> int:
     errors = {k: calib[k] / TARGETS[k] - 1 for k in calib}
     table8, static8, nospec8, bandit8 = med(8, "table"), med(8, "fixed:2"), med(8, "nospec"), med(8, "bandit")
     checks = [
-        {"check": f"calibration {k} within 20% of {TARGETS[k]} tok/s", "value": round(calib[k], 1),
-         "error": round(errors[k], 3), "status": "pass" if abs(errors[k]) <= 0.2 else "fail"} for k in calib
+        {
+            "check": f"calibration {k} within 20% of {TARGETS[k]} tok/s",
+            "value": round(calib[k], 1),
+            "error": round(errors[k], 3),
+            "status": "pass" if abs(errors[k]) <= 0.2 else "fail",
+        }
+        for k in calib
     ] + [
-        {"check": "table collapses against static K=2 at c=8 (< 0.7x)", "value": round(table8 / static8, 3),
-         "status": "pass" if table8 < 0.7 * static8 else "fail"},
-        {"check": "table at c=8 below nospec (K=0 still pays the cache-sync forward + PIECEWISE)",
-         "value": round(table8 / nospec8, 3), "status": "pass" if table8 < nospec8 else "fail"},
-        {"check": "open loop: table flips K more than EVALUATION.md allows at stationary load (> 2 switches/1000)",
-         "value": round(med("open", "table", "k_switches_per_1000"), 1),
-         "status": "pass" if med("open", "table", "k_switches_per_1000") > 2 else "fail"},
-        {"check": "open loop: table p99 TPOT >= 1.5x static K=2 (K=0 keeps more requests in flight)",
-         "value": round(med("open", "table", "tpot_p99_s") / med("open", "fixed:2", "tpot_p99_s"), 3),
-         "status": "pass" if med("open", "table", "tpot_p99_s") >= 1.5 * med("open", "fixed:2", "tpot_p99_s")
-         else "fail"},
-        {"check": "bandit >= table at c=8", "value": round(bandit8 / table8, 3),
-         "status": "pass" if bandit8 >= table8 else "fail"},
-        {"check": "bandit >= 0.97 x static K=2 at c=8", "value": round(bandit8 / static8, 3),
-         "status": "pass" if bandit8 >= 0.97 * static8 else "fail"},
+        {
+            "check": "table collapses against static K=2 at c=8 (< 0.7x)",
+            "value": round(table8 / static8, 3),
+            "status": "pass" if table8 < 0.7 * static8 else "fail",
+        },
+        {
+            "check": "table at c=8 below nospec (K=0 still pays the cache-sync forward + PIECEWISE)",
+            "value": round(table8 / nospec8, 3),
+            "status": "pass" if table8 < nospec8 else "fail",
+        },
+        {
+            "check": "open loop: table flips K more than EVALUATION.md allows at stationary load (> 2 switches/1000)",
+            "value": round(med("open", "table", "k_switches_per_1000"), 1),
+            "status": "pass" if med("open", "table", "k_switches_per_1000") > 2 else "fail",
+        },
+        {
+            "check": "open loop: table p99 TPOT >= 1.5x static K=2 (K=0 keeps more requests in flight)",
+            "value": round(med("open", "table", "tpot_p99_s") / med("open", "fixed:2", "tpot_p99_s"), 3),
+            "status": "pass"
+            if med("open", "table", "tpot_p99_s") >= 1.5 * med("open", "fixed:2", "tpot_p99_s")
+            else "fail",
+        },
+        {
+            "check": "bandit >= table at c=8",
+            "value": round(bandit8 / table8, 3),
+            "status": "pass" if bandit8 >= table8 else "fail",
+        },
+        {
+            "check": "bandit >= 0.97 x static K=2 at c=8",
+            "value": round(bandit8 / static8, 3),
+            "status": "pass" if bandit8 >= 0.97 * static8 else "fail",
+        },
     ]
-    sweep = {p: {c: {m: med(c, p, m) for m in ("throughput_tok_s", "tpot_p99_s", "k_switches_per_1000", "mean_k")}
-                 for c in conc} for p in pols}
+    sweep = {
+        p: {
+            c: {m: med(c, p, m) for m in ("throughput_tok_s", "tpot_p99_s", "k_switches_per_1000", "mean_k")}
+            for c in conc
+        }
+        for p in pols
+    }
     report = {
-        "scenario": str(SCN), "seeds": list(seeds), "steps": steps, "warmup": warm,
+        "scenario": str(SCN),
+        "seeds": list(seeds),
+        "steps": steps,
+        "warmup": warm,
         "mechanisms": [
             "vLLM's table is looked up on num_scheduled (prefills counted): at 8 concurrent K=0 every step",
             "dynamic-K mode forces PIECEWISE cudagraphs (per-layer launch overhead)",
             "K=0 still runs MTP's cache-sync forward, so the table falls below nospec",
         ],
-        "not_reproduced": (f"#49548 measured {MEASURED_TABLE_C8[0]}-{MEASURED_TABLE_C8[1]} tok/s for the table at c=8; "
-                           "the simulator reproduces the upper end. The low end (24 tok/s) needs a mechanism the "
-                           "simulator does not model (e.g. recompilation or graph capture on K flips)."),
+        "not_reproduced": (
+            f"#49548 measured {MEASURED_TABLE_C8[0]}-{MEASURED_TABLE_C8[1]} tok/s for the table at c=8; "
+            "the simulator reproduces the upper end. The low end (24 tok/s) needs a mechanism the "
+            "simulator does not model (e.g. recompilation or graph capture on K flips)."
+        ),
         "calibration": {k: {"sim": calib[k], "target": TARGETS[k], "error": errors[k]} for k in calib},
-        "c8": {"table": table8, "fixed:2": static8, "nospec": nospec8, "bandit": bandit8,
-               "table_k_switches_per_1000": med(8, "table", "k_switches_per_1000"),
-               "bandit_k_switches_per_1000": med(8, "bandit", "k_switches_per_1000")},
-        "open_loop": {p: {m: med("open", p, m) for m in ("throughput_tok_s", "tpot_p99_s", "k_switches_per_1000",
-                                                          "mean_k", "ttft_p99_s")}
-                      for p in ("table", "fixed:2", "bandit")},
-        "sweep": sweep, "checks": checks, "wall_s": time.time() - t0,
+        "c8": {
+            "table": table8,
+            "fixed:2": static8,
+            "nospec": nospec8,
+            "bandit": bandit8,
+            "table_k_switches_per_1000": med(8, "table", "k_switches_per_1000"),
+            "bandit_k_switches_per_1000": med(8, "bandit", "k_switches_per_1000"),
+        },
+        "open_loop": {
+            p: {
+                m: med("open", p, m)
+                for m in ("throughput_tok_s", "tpot_p99_s", "k_switches_per_1000", "mean_k", "ttft_p99_s")
+            }
+            for p in ("table", "fixed:2", "bandit")
+        },
+        "sweep": sweep,
+        "checks": checks,
+        "wall_s": time.time() - t0,
     }
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -142,15 +185,21 @@ def main() -> int:
     print(f"{'c':>3} " + " ".join(f"{p:>10}" for p in pols))
     for c in conc:
         print(f"{c:>3} " + " ".join(f"{sweep[p][c]['throughput_tok_s']:>10.1f}" for p in pols))
-    print(f"K switches/1000 at c=8: table {report['c8']['table_k_switches_per_1000']:.1f}, "
-          f"bandit {report['c8']['bandit_k_switches_per_1000']:.1f}; at c=4: table "
-          f"{sweep['table'][4]['k_switches_per_1000']:.1f}, c=5: {sweep['table'][5]['k_switches_per_1000']:.1f}")
+    print(
+        f"K switches/1000 at c=8: table {report['c8']['table_k_switches_per_1000']:.1f}, "
+        f"bandit {report['c8']['bandit_k_switches_per_1000']:.1f}; at c=4: table "
+        f"{sweep['table'][4]['k_switches_per_1000']:.1f}, c=5: {sweep['table'][5]['k_switches_per_1000']:.1f}"
+    )
     for p, d in report["open_loop"].items():
-        print(f"open loop 0.6 req/s {p:>8}: {d['throughput_tok_s']:.1f} tok/s, p99 TPOT {1e3 * d['tpot_p99_s']:.1f} ms,"
-              f" K switches/1000 {d['k_switches_per_1000']:.1f}, mean K {d['mean_k']:.2f}")
+        print(
+            f"open loop 0.6 req/s {p:>8}: {d['throughput_tok_s']:.1f} tok/s, p99 TPOT {1e3 * d['tpot_p99_s']:.1f} ms,"
+            f" K switches/1000 {d['k_switches_per_1000']:.1f}, mean K {d['mean_k']:.2f}"
+        )
     for c in checks:
-        print(f"{c['status'].upper():>5}  {c['check']}: {c['value']}" + (f" (error {100 * c['error']:+.1f}%)"
-                                                                       if "error" in c else ""))
+        print(
+            f"{c['status'].upper():>5}  {c['check']}: {c['value']}"
+            + (f" (error {100 * c['error']:+.1f}%)" if "error" in c else "")
+        )
     print(f"report: {out / 'report.json'}\nplot: {out / 'throughput_vs_concurrency.png'}")
     return 0
 

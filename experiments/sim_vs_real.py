@@ -48,8 +48,9 @@ AIM = 0.15
 
 def load_steps(live: Path) -> dict[str, np.ndarray]:
     """The governed runs' steps as columns: batch, k, step_s, prefill, acc_s, acc_f."""
-    traces = [read_trace(p) for run in ("bandit", "bandit+prior")
-              if (p := live / "runs" / run / "telemetry.jsonl").exists()]
+    traces = [
+        read_trace(p) for run in ("bandit", "bandit+prior") if (p := live / "runs" / run / "telemetry.jsonl").exists()
+    ]
     if not traces or not sum(len(t.k) for t in traces):
         raise SystemExit(f"no governed telemetry under {live / 'runs'}: run experiments/live_sweep.py first.")
     cols = ("batch", "k", "step_s", "prefill", "acc_s", "acc_f")
@@ -78,8 +79,12 @@ def fit_profile(groups: dict, k_max: int, ctx: float):
 
     def predict(hw) -> np.ndarray:
         cost = StepCostModel(hw, model, "draft_model", k_max, dynamic=True)
-        return np.array([math.log(cost.times(b, b + npf, ptok, cost.kv_read_bytes(np.full(b, ctx), b))[k])
-                         for b, npf, ptok, k in keys])
+        return np.array(
+            [
+                math.log(cost.times(b, b + npf, ptok, cost.kv_read_bytes(np.full(b, ctx), b))[k])
+                for b, npf, ptok, k in keys
+            ]
+        )
 
     def profile(x):
         return dataclasses.replace(base, **dict(zip(FIT_FIELDS, np.exp(x))))
@@ -109,34 +114,59 @@ def measured_acceptance(steps: dict, k_max: int) -> list[float]:
     return [round(float(a), 4) for a in s / np.maximum(s + f, 1.0)]
 
 
-def simulate(points: list[dict], setup: dict, acceptance: list[float], noise_cv: float, prior: Path | None,
-             seeds: int) -> list[dict]:
+def simulate(
+    points: list[dict], setup: dict, acceptance: list[float], noise_cv: float, prior: Path | None, seeds: int
+) -> list[dict]:
     from banditk.sim.run import run_policy
     from banditk.sim.scenario import parse_scenario
 
     out = []
     for p in points:
         policy, c = p["policy"], p["concurrency"]
-        scn = parse_scenario({
-            "name": f"live-{c}", "hardware": PROFILE, "model": MODEL,
-            "drafter": {"class": "draft_model", "k_max": setup["k_max"], "acceptance": acceptance,
-                        "request_dispersion": None},
-            "workload": {"concurrency": c, "prompt_tokens": setup["input_len"], "output_tokens": setup["output_len"]},
-            "table": json.loads(setup["table"]), "noise_cv": noise_cv, "steps": 3000, "seed": 0})
+        scn = parse_scenario(
+            {
+                "name": f"live-{c}",
+                "hardware": PROFILE,
+                "model": MODEL,
+                "drafter": {
+                    "class": "draft_model",
+                    "k_max": setup["k_max"],
+                    "acceptance": acceptance,
+                    "request_dispersion": None,
+                },
+                "workload": {
+                    "concurrency": c,
+                    "prompt_tokens": setup["input_len"],
+                    "output_tokens": setup["output_len"],
+                },
+                "table": json.loads(setup["table"]),
+                "noise_cv": noise_cv,
+                "steps": 3000,
+                "seed": 0,
+            }
+        )
         prior_path = prior if policy == "bandit+prior" else None
         if policy == "bandit+prior" and prior_path is None:
             continue
         runs = [run_policy(scn, policy, seed=s, warmup=200, prior_path=prior_path).summary for s in range(seeds)]
         sim = {m: float(np.median([r[m] for r in runs])) for m in ("throughput_tok_s", "tpot_p99_s")}
-        row = {"policy": policy, "concurrency": c,
-               "real_tok_s": p["throughput_tok_s"], "sim_tok_s": sim["throughput_tok_s"],
-               "real_tpot_p99_s": p["tpot_p99_s"], "sim_tpot_p99_s": sim["tpot_p99_s"]}
+        row = {
+            "policy": policy,
+            "concurrency": c,
+            "real_tok_s": p["throughput_tok_s"],
+            "sim_tok_s": sim["throughput_tok_s"],
+            "real_tpot_p99_s": p["tpot_p99_s"],
+            "sim_tpot_p99_s": sim["tpot_p99_s"],
+        }
         row["throughput_error"] = row["sim_tok_s"] / row["real_tok_s"] - 1
         row["tpot_p99_error"] = row["sim_tpot_p99_s"] / row["real_tpot_p99_s"] - 1
         out.append(row)
-        print(f"{policy:>28} C={c:<3} tok/s real {row['real_tok_s']:7.1f} sim {row['sim_tok_s']:7.1f} "
-              f"({100 * row['throughput_error']:+6.1f}%)   p99 TPOT real {1e3 * row['real_tpot_p99_s']:6.1f} ms "
-              f"sim {1e3 * row['sim_tpot_p99_s']:6.1f} ms ({100 * row['tpot_p99_error']:+6.1f}%)", flush=True)
+        print(
+            f"{policy:>28} C={c:<3} tok/s real {row['real_tok_s']:7.1f} sim {row['sim_tok_s']:7.1f} "
+            f"({100 * row['throughput_error']:+6.1f}%)   p99 TPOT real {1e3 * row['real_tpot_p99_s']:6.1f} ms "
+            f"sim {1e3 * row['sim_tpot_p99_s']:6.1f} ms ({100 * row['tpot_p99_error']:+6.1f}%)",
+            flush=True,
+        )
     return out
 
 
@@ -147,8 +177,13 @@ def plot(rows: list[dict], out: Path) -> str:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, (real, sim, label) in zip(axes, (("real_tok_s", "sim_tok_s", "output throughput (tok/s)"),
-                                             ("real_tpot_p99_s", "sim_tpot_p99_s", "p99 TPOT (s)"))):
+    for ax, (real, sim, label) in zip(
+        axes,
+        (
+            ("real_tok_s", "sim_tok_s", "output throughput (tok/s)"),
+            ("real_tpot_p99_s", "sim_tpot_p99_s", "p99 TPOT (s)"),
+        ),
+    ):
         for i, policy in enumerate(dict.fromkeys(r["policy"] for r in rows)):
             pts = sorted((r["concurrency"], r[real], r[sim]) for r in rows if r["policy"] == policy)
             color = f"C{i}"
@@ -168,7 +203,9 @@ def plot(rows: list[dict], out: Path) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--live", type=Path, default=ROOT / "results" / "live", help="live sweep folder (its report.json and runs/)")
+    ap.add_argument(
+        "--live", type=Path, default=ROOT / "results" / "live", help="live sweep folder (its report.json and runs/)"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "sim-vs-real")
     ap.add_argument("--seeds", type=int, default=3)
     a = ap.parse_args(argv)
@@ -184,12 +221,17 @@ def main(argv=None) -> int:
     fitted, resid, keys = fit_profile(groups, setup["k_max"], ctx)
     counts = np.array([groups[k][1] for k in keys])
     fit_err = float(np.exp(np.sqrt(np.average(resid**2, weights=counts))) - 1)
-    print(f"calibrated {PROFILE} on {n_steps} steps in {len(keys)} shapes: "
-          + ", ".join(f"{k}={v:.3g}" for k, v in fitted.items()) + f"; rms step-time error {100 * fit_err:.1f}%")
-    sources = {f: f"calibrated: experiments/sim_vs_real.py, robust least squares on {n_steps} live steps"
-               for f in FIT_FIELDS}
-    hwmod.HARDWARE[PROFILE] = dataclasses.replace(hwmod.HARDWARE["cpu-2core"], name=PROFILE, **fitted,
-                                                  sources={**hwmod.HARDWARE["cpu-2core"].sources, **sources})
+    print(
+        f"calibrated {PROFILE} on {n_steps} steps in {len(keys)} shapes: "
+        + ", ".join(f"{k}={v:.3g}" for k, v in fitted.items())
+        + f"; rms step-time error {100 * fit_err:.1f}%"
+    )
+    sources = {
+        f: f"calibrated: experiments/sim_vs_real.py, robust least squares on {n_steps} live steps" for f in FIT_FIELDS
+    }
+    hwmod.HARDWARE[PROFILE] = dataclasses.replace(
+        hwmod.HARDWARE["cpu-2core"], name=PROFILE, **fitted, sources={**hwmod.HARDWARE["cpu-2core"].sources, **sources}
+    )
     noise_cv = measured_noise_cv(steps)
     acceptance = measured_acceptance(steps, setup["k_max"])
     print(f"measured acceptance per position {acceptance}, step-time noise cv {noise_cv:.3f}")
@@ -197,21 +239,38 @@ def main(argv=None) -> int:
     rows = simulate(live["points"], setup, acceptance, noise_cv, prior if prior.exists() else None, a.seeds)
     thr = np.abs([r["throughput_error"] for r in rows])
     tpot = np.abs([r["tpot_p99_error"] for r in rows])
-    summary = {"median_abs_throughput_error": float(np.median(thr)), "median_abs_tpot_p99_error": float(np.median(tpot)),
-               "max_abs_throughput_error": float(thr.max()), "max_abs_tpot_p99_error": float(tpot.max()),
-               "points_within_aim_throughput": int(np.sum(thr <= AIM)), "points_within_aim_tpot_p99": int(np.sum(tpot <= AIM)),
-               "points": len(rows), "aim": AIM}
+    summary = {
+        "median_abs_throughput_error": float(np.median(thr)),
+        "median_abs_tpot_p99_error": float(np.median(tpot)),
+        "max_abs_throughput_error": float(thr.max()),
+        "max_abs_tpot_p99_error": float(tpot.max()),
+        "points_within_aim_throughput": int(np.sum(thr <= AIM)),
+        "points_within_aim_tpot_p99": int(np.sum(tpot <= AIM)),
+        "points": len(rows),
+        "aim": AIM,
+    }
     a.out.mkdir(parents=True, exist_ok=True)
-    report = {"live_report": str(report_path.relative_to(ROOT) if report_path.is_relative_to(ROOT) else report_path),
-              "profile": {"name": PROFILE, **fitted}, "model": MODEL, "calibration_rms_step_error": fit_err,
-              "calibration_steps": n_steps, "calibration_shapes": len(keys), "acceptance": acceptance,
-              "noise_cv": noise_cv, "seeds": a.seeds, "summary": summary, "points": rows}
+    report = {
+        "live_report": str(report_path.relative_to(ROOT) if report_path.is_relative_to(ROOT) else report_path),
+        "profile": {"name": PROFILE, **fitted},
+        "model": MODEL,
+        "calibration_rms_step_error": fit_err,
+        "calibration_steps": n_steps,
+        "calibration_shapes": len(keys),
+        "acceptance": acceptance,
+        "noise_cv": noise_cv,
+        "seeds": a.seeds,
+        "summary": summary,
+        "points": rows,
+    }
     report["plot"] = plot(rows, a.out)
     atomic_write_text(a.out / "report.json", json.dumps(report, indent=1) + "\n")
-    print(f"median |error|: throughput {100 * summary['median_abs_throughput_error']:.1f}%, "
-          f"p99 TPOT {100 * summary['median_abs_tpot_p99_error']:.1f}% (aim {100 * AIM:.0f}%); "
-          f"within aim: {summary['points_within_aim_throughput']}/{len(rows)} and "
-          f"{summary['points_within_aim_tpot_p99']}/{len(rows)}")
+    print(
+        f"median |error|: throughput {100 * summary['median_abs_throughput_error']:.1f}%, "
+        f"p99 TPOT {100 * summary['median_abs_tpot_p99_error']:.1f}% (aim {100 * AIM:.0f}%); "
+        f"within aim: {summary['points_within_aim_throughput']}/{len(rows)} and "
+        f"{summary['points_within_aim_tpot_p99']}/{len(rows)}"
+    )
     print(f"wrote {a.out / 'report.json'}")
     return 0
 

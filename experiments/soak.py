@@ -28,8 +28,10 @@ def main() -> int:
     r = run_soak(a.steps, a.requests, a.concurrency, progress=True)
     atomic_write_text(a.out, json.dumps(r, indent=1) + "\n")
     for m in r["memory"]:
-        print(f"step {m['step']:>9,}: rss {m['rss_mb']} MB, tracked requests {m['tracked_requests']}, "
-              f"pending rows {m['pending_regression_rows']}")
+        print(
+            f"step {m['step']:>9,}: rss {m['rss_mb']} MB, tracked requests {m['tracked_requests']}, "
+            f"pending rows {m['pending_regression_rows']}"
+        )
     print(f"governor time start {r['governor_time_start']}  end {r['governor_time_end']}  ({r['wall_s']} s)")
     print(f"wrote {a.out}")
     return 0

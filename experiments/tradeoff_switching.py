@@ -26,8 +26,11 @@ SETTINGS = ((0.0, 1), (0.03, 1), (0.03, 4), (0.03, 8), (0.03, 16))
 def run(penalty: float, interval: int, batch: int, seed: int, steps: int, warmup: int) -> tuple[float, float]:
     truth = SyntheticTruth()
     rng = np.random.default_rng(100 + seed)
-    gov = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=truth.k_max, seed=seed,
-                                        switch_penalty=penalty, decision_interval=interval))
+    gov = BanditGovernor(
+        GovernorConfig(
+            drafter_class="mtp", k_max=truth.k_max, seed=seed, switch_penalty=penalty, decision_interval=interval
+        )
+    )
     ks = np.empty(steps, dtype=np.int64)
     for i in range(steps):
         d = gov.select(StepContext(batch, truth.k_max, "mtp"))
@@ -47,17 +50,31 @@ def main() -> int:
     args = parser.parse_args()
     rows = []
     for penalty, interval in SETTINGS:
-        runs = [run(penalty, interval, b, s, args.steps, args.warmup)
-                for b in (1, 4, 8, 16, 32, 128) for s in range(args.seeds)]
+        runs = [
+            run(penalty, interval, b, s, args.steps, args.warmup)
+            for b in (1, 4, 8, 16, 32, 128)
+            for s in range(args.seeds)
+        ]
         sw, rg = np.array(runs).T
-        row = {"switch_penalty": penalty, "decision_interval": interval,
-               "switches_per_1k": {"median": float(np.median(sw)), "max": float(sw.max())},
-               "regret_pct": {"median": round(float(np.median(rg)), 3), "max": round(float(rg.max()), 3)}}
+        row = {
+            "switch_penalty": penalty,
+            "decision_interval": interval,
+            "switches_per_1k": {"median": float(np.median(sw)), "max": float(sw.max())},
+            "regret_pct": {"median": round(float(np.median(rg)), 3), "max": round(float(rg.max()), 3)},
+        }
         rows.append(row)
-        print(f"penalty {penalty:<5} interval {interval:>3}: switches/1k median {np.median(sw):5.1f} max {sw.max():6.1f}"
-              f"   regret% median {np.median(rg):.3f} max {rg.max():.3f}", flush=True)
-    atomic_write_text(args.out, json.dumps({"experiment": "switching trade-off", "steps": args.steps,
-                                            "warmup": args.warmup, "rows": rows}, indent=1) + "\n")
+        print(
+            f"penalty {penalty:<5} interval {interval:>3}: switches/1k median {np.median(sw):5.1f} max {sw.max():6.1f}"
+            f"   regret% median {np.median(rg):.3f} max {rg.max():.3f}",
+            flush=True,
+        )
+    atomic_write_text(
+        args.out,
+        json.dumps(
+            {"experiment": "switching trade-off", "steps": args.steps, "warmup": args.warmup, "rows": rows}, indent=1
+        )
+        + "\n",
+    )
     print(f"wrote {args.out}")
     return 0
 

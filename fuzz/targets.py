@@ -44,11 +44,11 @@ def _observe(data: bytes) -> None:
         return
     batch, n, k = data[0], data[1] % 16, data[2] % 6
     (duration,) = struct.unpack("<d", data[3:11].ljust(8, b"\0"))
-    raw = np.frombuffer(data[11:11 + 2 * n].ljust(2 * n, b"\0"), dtype=np.int8).astype(np.int64) - 2
+    raw = np.frombuffer(data[11 : 11 + 2 * n].ljust(2 * n, b"\0"), dtype=np.int8).astype(np.int64) - 2
     d = _GOV.select(StepContext(batch, 4, "mtp", kv_usage=(data[2] / 255.0)))
     if not 0 <= d.k <= 4:
         raise AssertionError(f"K out of range: {d.k}")
-    outcome = StepOutcome(raw[:n], raw[n:2 * n], duration)
+    outcome = StepOutcome(raw[:n], raw[n : 2 * n], duration)
     _GOV.observe(dataclasses.replace(d, k=k) if d.bucket >= 0 else d, outcome)
     if not np.all(np.isfinite(_GOV.latency_params()[0])):
         raise AssertionError("latency posterior went non-finite")
@@ -88,5 +88,9 @@ def seed_corpus(folder: Path) -> None:
     doc = snapshot_dict(g)
     (folder / "snapshot").write_bytes(b"\0" + json.dumps(doc).encode())
     (folder / "config").write_bytes(b"\1" + json.dumps({"drafter_class": "mtp", "k_max": 4}).encode())
-    (folder / "observe").write_bytes(b"\2" + bytes([8, 4, 2]) + struct.pack("<d", 0.02) + bytes([4, 4, 4, 4, 3, 2, 4, 5]))
-    (folder / "trace").write_bytes(b"\3" + b'{"step":1,"B":2,"k":1,"step_s":0.01,"acc_s":[1,0,0,0],"acc_f":[1,0,0,0]}\n')
+    (folder / "observe").write_bytes(
+        b"\2" + bytes([8, 4, 2]) + struct.pack("<d", 0.02) + bytes([4, 4, 4, 4, 3, 2, 4, 5])
+    )
+    (folder / "trace").write_bytes(
+        b"\3" + b'{"step":1,"B":2,"k":1,"step_s":0.01,"acc_s":[1,0,0,0],"acc_f":[1,0,0,0]}\n'
+    )

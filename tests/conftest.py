@@ -7,14 +7,14 @@ import os
 import pytest
 from hypothesis import settings
 
+from banditk.synthetic import SyntheticTruth
+
 # `make test` and CI are deterministic: hypothesis replays the same examples on every run
 # (derandomized, no example database). `make fuzz` loads "explore" to search for new inputs;
 # what it finds goes to fuzz/crashes/ or into a test as an explicit example.
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", max_examples=2000, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
-from banditk.synthetic import SyntheticTruth
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import pytest
 
 from banditk.cli import main
 from banditk.priorfile import read_json, save_snapshot
-
 from banditk.testing.streams import trained_governor as trained
 
 
@@ -23,7 +22,9 @@ def test_show_prints_goodput_pbest_and_best_k_per_bucket(snapshot, capsys):
     assert main(["prior", "show", str(snapshot)]) == 0
     out = capsys.readouterr().out
     assert "snapshot:" in out and "class=mtp" in out
-    assert "acceptance per position (posterior mean): 0.8" in out or "acceptance per position (posterior mean): 0.7" in out
+    assert (
+        "acceptance per position (posterior mean): 0.8" in out or "acceptance per position (posterior mean): 0.7" in out
+    )
     rows = [line for line in out.splitlines() if line.strip().startswith(("1 ", "8-11 "))]
     assert len(rows) == 2
     for row in rows:
@@ -72,8 +73,9 @@ def test_errors_go_to_stderr_with_exit_1(tmp_path, capsys):
     assert "banditk: error: Cannot read" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv", [[], ["prior"], ["prior", "show"], ["prior", "validate"], ["prior", "import"],
-                                  ["prior", "merge"], ["demo"]])
+@pytest.mark.parametrize(
+    "argv", [[], ["prior"], ["prior", "show"], ["prior", "validate"], ["prior", "import"], ["prior", "merge"], ["demo"]]
+)
 def test_help_on_every_command(argv, capsys):
     with pytest.raises(SystemExit) as e:
         main([*argv, "--help"])
@@ -83,8 +85,12 @@ def test_help_on_every_command(argv, capsys):
 
 def test_console_script_runs_the_demo(tmp_path):
     snap = tmp_path / "demo.json"
-    r = subprocess.run([sys.executable, "-m", "banditk.cli", "demo", "--steps", "300", "--phases", "1,64",
-                        "--snapshot", str(snap)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "banditk.cli", "demo", "--steps", "300", "--phases", "1,64", "--snapshot", str(snap)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert "true best K" in r.stdout and snap.exists()
     assert main(["prior", "validate", str(snap)]) == 0

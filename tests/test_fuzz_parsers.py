@@ -14,11 +14,10 @@ from banditk.config import GovernorConfig
 from banditk.errors import BanditkError
 from banditk.priorfile import governor_from_snapshot, parse_json, prior_from_dict, snapshot_dict
 from banditk.synthetic import SyntheticTruth
-
 from banditk.testing.streams import run_stream
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=False) | st.text(max_size=8),
+    st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.floats(allow_nan=False) | st.text(max_size=8),
     lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5),
     max_leaves=30,
 )
@@ -115,8 +114,13 @@ def test_arbitrary_bytes(data):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.sampled_from([f.name for f in GovernorConfig.__dataclass_fields__.values()] + ["bogus"]),
-                       json_values, max_size=6))
+@given(
+    st.dictionaries(
+        st.sampled_from([f.name for f in GovernorConfig.__dataclass_fields__.values()] + ["bogus"]),
+        json_values,
+        max_size=6,
+    )
+)
 def test_governor_config_parser(d):
     d = {"drafter_class": "mtp", "k_max": 4, **d}
     try:

@@ -31,9 +31,20 @@ def test_fuzz_a_fixed_number_of_seeded_runs(tmp_path):
     the open-ended search is `make fuzz`."""
     pytest.importorskip("atheris")
     runs = int(os.environ.get("FUZZ_RUNS", "150000"))
-    r = subprocess.run([sys.executable, str(FUZZ / "fuzz_inputs.py"), "-seed=1", f"-runs={runs}",
-                        "-rss_limit_mb=2048", "-print_final_stats=1"],
-                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(FUZZ / "fuzz_inputs.py"),
+            "-seed=1",
+            f"-runs={runs}",
+            "-rss_limit_mb=2048",
+            "-print_final_stats=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
     log = r.stderr[-3000:]
     assert r.returncode == 0, f"the fuzzer found a crash (input kept in fuzz/crashes/):\n{log}"
     assert "Done" in r.stderr and "stat::number_of_executed_units" in r.stderr, log

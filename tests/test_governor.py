@@ -4,12 +4,17 @@ import numpy as np
 import pytest
 
 from banditk.config import GovernorConfig
-from banditk.errors import ConfigError, DrafterClassMismatchError, InvalidContextError, InvalidDecisionError, InvalidOutcomeError
+from banditk.errors import (
+    ConfigError,
+    DrafterClassMismatchError,
+    InvalidContextError,
+    InvalidDecisionError,
+    InvalidOutcomeError,
+)
 from banditk.governor import BanditGovernor
 from banditk.synthetic import SyntheticTruth
-from banditk.types import Decision, StepContext, StepOutcome
-
 from banditk.testing.streams import run_stream, switches
+from banditk.types import Decision, StepContext, StepOutcome
 
 
 def gov(k_max: int = 4, **kw) -> BanditGovernor:
@@ -58,7 +63,10 @@ def test_epochs_double_once_settled_and_a_bucket_change_resamples(truth):
     draws = []
     score = g._decode_scores
     # Count the decisions (one draw each), not the confidence checks (many draws).
-    g._decode_scores = lambda bucket, batch, kv, n=None: (n is None and draws.append(g.steps), score(bucket, batch, kv, n))[1]
+    g._decode_scores = lambda bucket, batch, kv, n=None: (
+        n is None and draws.append(g.steps),
+        score(bucket, batch, kv, n),
+    )[1]
     run_stream(g, truth, [16] * 4000, seed=2)
     late = [s for s in draws if s > 2000]
     # Fixed epochs of 8 would sample 250 times in these 2,000 steps; settled epochs reach 32.
@@ -78,8 +86,14 @@ def test_lazy_epochs_cut_switches_between_near_tied_k(truth):
     assert abs(g[3] - g[2]) / g.max() < 0.01
     counts = {}
     for longest in (8, 128):
-        counts[longest] = sum(switches(run_stream(gov(seed=seed, switch_penalty=0.0, max_decision_interval=longest),
-                                                  truth, [4] * 4000, seed=seed)[1000:]) for seed in range(4))
+        counts[longest] = sum(
+            switches(
+                run_stream(
+                    gov(seed=seed, switch_penalty=0.0, max_decision_interval=longest), truth, [4] * 4000, seed=seed
+                )[1000:]
+            )
+            for seed in range(4)
+        )
     assert counts[128] * 3 <= counts[8], counts
 
 
@@ -113,8 +127,9 @@ def test_kv_pressure_lowers_k_only_when_asked(truth):
     full = run_stream(gov(seed=1, kv_pressure_weight=3.0), truth, batches, seed=1, kv_usage=0.99)
     assert full[-1000:].mean() < free[-1000:].mean()
     # Off by default (vLLM reserves K_max lookahead slots whatever K is): a full cache changes nothing.
-    assert np.array_equal(run_stream(gov(seed=1), truth, batches, seed=1, kv_usage=0.99),
-                          run_stream(gov(seed=1), truth, batches, seed=1))
+    assert np.array_equal(
+        run_stream(gov(seed=1), truth, batches, seed=1, kv_usage=0.99), run_stream(gov(seed=1), truth, batches, seed=1)
+    )
 
 
 def test_cells_converge_to_measured_times_where_the_parametric_form_is_wrong():
@@ -134,7 +149,7 @@ def test_cells_converge_to_measured_times_where_the_parametric_form_is_wrong():
     bucket = 1  # edges start 1, 2, ... so B = 2 is bucket 1
     measured = g.latency_params(bucket)[0]
     truth_t = jump.mean_step_s(batch)
-    tried = (g.data.cell_n[bucket] > 5)
+    tried = g.data.cell_n[bucket] > 5
     assert np.allclose(measured[tried], truth_t[tried], rtol=0.03)
 
 
@@ -240,8 +255,9 @@ def test_a_prior_that_knows_the_steps_next_to_a_chunk_is_checked_then_followed(t
     stats.acc_successes[:], stats.acc_failures[:] = 100 * acc, 100 * (1 - acc)
     prior = Prior(DrafterKey("mtp"), 4, GovernorConfig(drafter_class="mtp", k_max=4).bucket_edges, stats)
     ks, mixed = _mixed_stream(gov(seed=3), truth, 400, seed=3)
-    ks_prior, _ = _mixed_stream(BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=3), prior),
-                                truth, 400, seed=3)
+    ks_prior, _ = _mixed_stream(
+        BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=3), prior), truth, 400, seed=3
+    )
     at_chunk = np.flatnonzero(mixed)
     assert np.all(ks_prior[at_chunk[:3]] == ks_prior[at_chunk[:3] - 1])  # the decode K's own 3
     assert np.mean(ks_prior[at_chunk[40:]] == 1) >= 0.95, ks_prior[at_chunk]

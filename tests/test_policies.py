@@ -7,9 +7,8 @@ from banditk.errors import ConfigError
 from banditk.policies import POLICY_SPECS, make_policy
 from banditk.policies.static import TablePolicy
 from banditk.synthetic import SyntheticTruth
-from banditk.types import StepContext
-
 from banditk.testing.streams import run_stream
+from banditk.types import StepContext
 
 SPECS = ["bandit", "nospec", "fixed:0", "fixed:2", "fixed:4", "table:[[1,4,2],[5,512,0]]", "ucb"]
 try:
@@ -50,15 +49,18 @@ def test_nospec_disables_speculation_and_fixed_zero_does_not():
     assert make_policy("fixed:0", k_max=4, drafter_class="mtp").disables_speculation is False
 
 
-@pytest.mark.parametrize("spec,pattern", [
-    ("fixed:9", r"fixed K must be an integer in \[0, k_max=4\], got 9"),
-    ("fixed:x", r"policy 'fixed:x': K must be an integer"),
-    ("table:[[2,4,2]]", r"table must start at batch size 1"),
-    ("table:[[1,4,2],[3,8,1]]", r"sorted and non-overlapping, got \[3, 8, 1\]"),
-    ("table:[[1,4]]", r"table entry must be \[lo, hi, K\] integers, got \[1, 4\]"),
-    ("table:nope", r"table spec must be JSON like"),
-    ("magic", r"Unknown policy 'magic'"),
-])
+@pytest.mark.parametrize(
+    "spec,pattern",
+    [
+        ("fixed:9", r"fixed K must be an integer in \[0, k_max=4\], got 9"),
+        ("fixed:x", r"policy 'fixed:x': K must be an integer"),
+        ("table:[[2,4,2]]", r"table must start at batch size 1"),
+        ("table:[[1,4,2],[3,8,1]]", r"sorted and non-overlapping, got \[3, 8, 1\]"),
+        ("table:[[1,4]]", r"table entry must be \[lo, hi, K\] integers, got \[1, 4\]"),
+        ("table:nope", r"table spec must be JSON like"),
+        ("magic", r"Unknown policy 'magic'"),
+    ],
+)
 def test_bad_policy_specs(spec, pattern):
     with pytest.raises(ConfigError, match=pattern):
         make_policy(spec, k_max=4, drafter_class="mtp")

@@ -9,8 +9,8 @@ from banditk.acceptance import expected_tokens, position_counts
 from banditk.latency_model import DEFAULT_SHAPE, features, features_rows, solve
 from banditk.sampling import gamma_variates
 
-
 # ---- acceptance ----------------------------------------------------------------------
+
 
 def test_beta_update_semantics_m_of_k():
     # 2 of 4 accepted: successes at 1, 2; failure at 3; position 4 unobserved.
@@ -60,6 +60,7 @@ def test_expected_tokens_closed_form():
 
 # ---- Normal-Inverse-Gamma ---------------------------------------------------------------
 
+
 def _nig_logpdf(mu, s2, m, k, a, b):
     return stats.invgamma(a, scale=b).logpdf(s2) + stats.norm(m, np.sqrt(s2 / k)).logpdf(mu)
 
@@ -105,6 +106,7 @@ def test_posterior_scalar_matches_vector():
 
 # ---- sampling ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("shape", [0.5, 2.0, 9.0, 40.0, 4000.0])
 def test_gamma_variates_match_gamma_distribution(shape):
     rng = np.random.default_rng(4)
@@ -115,6 +117,7 @@ def test_gamma_variates_match_gamma_distribution(shape):
 
 
 # ---- latency regression -----------------------------------------------------------------
+
 
 def test_regression_recovers_linear_truth():
     w_true = np.array([0.02, 0.0005, 0.001, 0.00002])

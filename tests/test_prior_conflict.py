@@ -98,8 +98,13 @@ def _prior_of(cell_time_factor, weight_factor=(1.0, 1.0, 1.0, 1.0)) -> Prior:
     for b in range(len(edges) - 1):
         m = THIS_BOX.mean_step_s(representative_batch(edges, b)) * factor
         stats.cell_n[b], stats.cell_sum[b], stats.cell_sumsq[b] = _cells(m, np.full(k1, 200.0), THIS_BOX.noise_cv)
-    return Prior(DrafterKey("mtp", hardware="other"), THIS_BOX.k_max, edges, stats,
-                 latency_weights=np.asarray(THIS_BOX.weights) * np.asarray(weight_factor))
+    return Prior(
+        DrafterKey("mtp", hardware="other"),
+        THIS_BOX.k_max,
+        edges,
+        stats,
+        latency_weights=np.asarray(THIS_BOX.weights) * np.asarray(weight_factor),
+    )
 
 
 def _governor(prior: Prior, **config) -> BanditGovernor:
@@ -141,8 +146,8 @@ def test_a_snapshot_keeps_the_prior_as_loaded_and_restores_its_weighing(tmp_path
     r = load_snapshot(tmp_path / "s.json")
     assert np.allclose(r.posterior.prior_loaded.cell_n, g.posterior.prior_loaded.cell_n)
     assert np.allclose(r.posterior.prior_loaded.cell_n[~np.isclose(prior.stats.cell_n, 0)], 200.0)
-    assert np.allclose(r.posterior.prior_tau2, g.posterior.prior_tau2) and np.allclose(r.posterior.prior_stats.cell_n, g.posterior.prior_stats.cell_n)
+    assert np.allclose(r.posterior.prior_tau2, g.posterior.prior_tau2) and np.allclose(
+        r.posterior.prior_stats.cell_n, g.posterior.prior_stats.cell_n
+    )
     batches = np.random.default_rng(5).choice([2, 8, 32], size=600)
     assert np.array_equal(run_stream(g, THIS_BOX, batches, seed=11), run_stream(r, THIS_BOX, batches, seed=11))
-
-

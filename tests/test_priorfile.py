@@ -10,13 +10,21 @@ from banditk.config import GovernorConfig
 from banditk.errors import DrafterClassMismatchError, IncompatiblePriorError, PriorFormatError
 from banditk.governor import BanditGovernor
 from banditk.priorfile import (
-    MAX_FILE_BYTES, governor_from_snapshot, load_prior, load_snapshot, merge_documents, prior_from_snapshot,
-    prior_to_dict, read_json, save_prior, save_snapshot, snapshot_dict,
+    MAX_FILE_BYTES,
+    governor_from_snapshot,
+    load_prior,
+    load_snapshot,
+    merge_documents,
+    prior_from_snapshot,
+    prior_to_dict,
+    read_json,
+    save_prior,
+    save_snapshot,
+    snapshot_dict,
 )
 from banditk.synthetic import SyntheticTruth
-from banditk.types import StepContext, StepOutcome
-
 from banditk.testing.streams import run_stream, trained_governor
+from banditk.types import StepContext, StepOutcome
 
 
 def trained(seed=0, steps=1500, batches=(1, 8, 64), discount=0.998, **kw) -> BanditGovernor:
@@ -43,7 +51,9 @@ def test_snapshot_restore_continues_identically_with_steps_next_to_prompt_chunks
             chunk = 512 * (i % 3 == 2)
             d = g.select(StepContext(8, 4, "mtp", prefill_tokens=chunk))
             out = SyntheticTruth().outcome(rng, d, 8)
-            g.observe(d, StepOutcome(out.drafted, out.accepted, out.step_duration_s + 1e-4 * chunk, prefill_tokens=chunk))
+            g.observe(
+                d, StepOutcome(out.drafted, out.accepted, out.step_duration_s + 1e-4 * chunk, prefill_tokens=chunk)
+            )
             ks.append(d.k)
         return ks
 
@@ -79,6 +89,7 @@ def test_merge_of_two_snapshots_equals_one_governor_fed_both_streams():
         log = []
         rng = np.random.default_rng(seed)
         from banditk.types import StepContext
+
         for b in batches:
             d = g.select(StepContext(int(b), 4, "mtp"))
             o = truth.outcome(rng, d, int(b))
@@ -106,8 +117,9 @@ def test_import_caps_prior_strength_and_keeps_means(tmp_path):
     assert (prior.stats.acc_successes + prior.stats.acc_failures).max() <= 20 + 1e-9
     n = g.data.cell_n
     busiest = np.unravel_index(np.argmax(n), n.shape)
-    assert np.isclose(prior.stats.cell_sum[busiest] / prior.stats.cell_n[busiest],
-                      g.data.cell_sum[busiest] / g.data.cell_n[busiest])
+    assert np.isclose(
+        prior.stats.cell_sum[busiest] / prior.stats.cell_n[busiest], g.data.cell_sum[busiest] / g.data.cell_n[busiest]
+    )
     assert prior.provenance["source"] == "snapshot"
 
 
@@ -149,6 +161,7 @@ def test_cells_of_steps_with_a_prompt_chunk_travel_and_old_files_still_load(tmp_
 
 # ---- bad input --------------------------------------------------------------------------
 
+
 @pytest.fixture
 def prior_doc():
     return prior_to_dict(prior_from_snapshot(snapshot_dict(trained(seed=6, steps=300))))
@@ -180,19 +193,28 @@ def test_prior_with_smaller_k_max_or_other_edges_is_refused(tmp_path, prior_doc)
     assert g.posterior.prior_stats.cell_n.shape[1] == 3
 
 
-@pytest.mark.parametrize("mutate,pattern", [
-    (lambda d: d.update(schema_version=99), r"unknown `schema_version`=99"),
-    (lambda d: d.update(schema="something/else"), r"not a banditk prior or snapshot: `schema` is 'something/else'"),
-    (lambda d: d.update(k_max=0), r"`k_max` must be an integer in \[1, 64\], got 0"),
-    (lambda d: d.update(bucket_edges=[2, 4]), r"`bucket_edges` must be increasing positive integers from 1"),
-    (lambda d: d["stats"]["acceptance"].update(successes=[1, 2]), r"`stats.acceptance.successes` must have shape \[4\]"),
-    (lambda d: d["stats"]["acceptance"].update(failures=[-1, 0, 0, 0]), r"`stats.acceptance.failures` must be >= 0"),
-    (lambda d: d["stats"]["cells"].pop("n"), r"`stats.cells.n` is missing"),
-    (lambda d: d["stats"].update(cells="x"), r"`stats.cells` must be a JSON object, got str"),
-    (lambda d: d.update(strength_cap=-1), r"`strength_cap` must be a positive number, got -1"),
-    (lambda d: d["stats"]["mixed_cells"].update(n=[1]), r"`stats.mixed_cells.n` must have shape \[16, 5\]"),
-    (lambda d: d["latency_model"].update(weights=[1, 2]), r"`latency_model.weights` must be 4 finite numbers"),
-])
+@pytest.mark.parametrize(
+    "mutate,pattern",
+    [
+        (lambda d: d.update(schema_version=99), r"unknown `schema_version`=99"),
+        (lambda d: d.update(schema="something/else"), r"not a banditk prior or snapshot: `schema` is 'something/else'"),
+        (lambda d: d.update(k_max=0), r"`k_max` must be an integer in \[1, 64\], got 0"),
+        (lambda d: d.update(bucket_edges=[2, 4]), r"`bucket_edges` must be increasing positive integers from 1"),
+        (
+            lambda d: d["stats"]["acceptance"].update(successes=[1, 2]),
+            r"`stats.acceptance.successes` must have shape \[4\]",
+        ),
+        (
+            lambda d: d["stats"]["acceptance"].update(failures=[-1, 0, 0, 0]),
+            r"`stats.acceptance.failures` must be >= 0",
+        ),
+        (lambda d: d["stats"]["cells"].pop("n"), r"`stats.cells.n` is missing"),
+        (lambda d: d["stats"].update(cells="x"), r"`stats.cells` must be a JSON object, got str"),
+        (lambda d: d.update(strength_cap=-1), r"`strength_cap` must be a positive number, got -1"),
+        (lambda d: d["stats"]["mixed_cells"].update(n=[1]), r"`stats.mixed_cells.n` must have shape \[16, 5\]"),
+        (lambda d: d["latency_model"].update(weights=[1, 2]), r"`latency_model.weights` must be 4 finite numbers"),
+    ],
+)
 def test_malformed_priors_name_the_field(tmp_path, prior_doc, mutate, pattern):
     mutate(prior_doc)
     with pytest.raises(PriorFormatError, match=pattern):
@@ -220,7 +242,9 @@ def test_regression_statistics_that_disagree_with_their_weight_are_refused(tmp_p
     reg = prior_doc["stats"]["regression"]
     reg["xtx"] = [[0.0] * 4 for _ in range(4)]
     reg["n"] = 5.0
-    with pytest.raises(PriorFormatError, match=r"`stats.regression.xtx` must have first row >= 0 starting with `n`=5.0"):
+    with pytest.raises(
+        PriorFormatError, match=r"`stats.regression.xtx` must have first row >= 0 starting with `n`=5.0"
+    ):
         load_prior(write(tmp_path, prior_doc))
 
 

@@ -16,12 +16,13 @@ durations = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integer
 @given(
     steps=st.lists(
         st.tuples(
-            st.integers(0, 300),                                     # B
+            st.integers(0, 300),  # B
             st.lists(st.tuples(st.integers(-1, 6), st.integers(-1, 6)), max_size=12),  # (drafted, accepted)
             durations,
-            st.floats(0, 1),                                         # kv usage
+            st.floats(0, 1),  # kv usage
         ),
-        min_size=1, max_size=30,
+        min_size=1,
+        max_size=30,
     )
 )
 def test_observe_raises_only_banditk_errors_and_stays_finite(steps):
@@ -31,8 +32,11 @@ def test_observe_raises_only_banditk_errors_and_stays_finite(steps):
             d = g.select(StepContext(batch, 4, "mtp", kv_usage=kv))
             assert 0 <= d.k <= 4
             try:
-                outcome = StepOutcome(np.array([p[0] for p in pairs], dtype=np.int64),
-                                      np.array([p[1] for p in pairs], dtype=np.int64), duration)
+                outcome = StepOutcome(
+                    np.array([p[0] for p in pairs], dtype=np.int64),
+                    np.array([p[1] for p in pairs], dtype=np.int64),
+                    duration,
+                )
                 g.observe(d, outcome)
             except BanditkError:
                 pass

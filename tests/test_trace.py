@@ -37,13 +37,17 @@ def test_recording_policy_writes_what_the_fitter_reads(tmp_path):
     from banditk.policies import make_policy
     from banditk.recording import RecordingPolicy
     from banditk.synthetic import SyntheticTruth
-
     from banditk.testing.streams import run_stream
 
     truth = SyntheticTruth()
     path = tmp_path / "rec.jsonl"
-    with RecordingPolicy(make_policy("random", k_max=4, drafter_class="mtp", seed=1), path,
-                         drafter_class="mtp", k_max=4, hardware="synthetic") as rec:
+    with RecordingPolicy(
+        make_policy("random", k_max=4, drafter_class="mtp", seed=1),
+        path,
+        drafter_class="mtp",
+        k_max=4,
+        hardware="synthetic",
+    ) as rec:
         ks = run_stream(rec, truth, [1, 8, 0, 32] * 50, seed=2)
     tr = read_trace(path)
     assert len(tr) == 150  # the 50 steps with nothing decoding are not recorded

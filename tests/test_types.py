@@ -41,13 +41,16 @@ def test_unknown_drafter_class_lists_known_ones():
         StepContext(4, 4, "medusa")
 
 
-@pytest.mark.parametrize("field,value,pattern", [
-    ("num_decoding", -1, r"`num_decoding` must be >= 0, got -1"),
-    ("kv_usage", 1.5, r"`kv_usage` must be a fraction in \[0, 1\], got 1.5"),
-    ("kv_usage", math.nan, r"`kv_usage` must be a fraction"),
-    ("k_max", 100, r"`k_max` must be in \[0, 64\], got 100"),
-    ("queue_len", 2.5, r"`queue_len` must be an integer, got 2.5"),
-])
+@pytest.mark.parametrize(
+    "field,value,pattern",
+    [
+        ("num_decoding", -1, r"`num_decoding` must be >= 0, got -1"),
+        ("kv_usage", 1.5, r"`kv_usage` must be a fraction in \[0, 1\], got 1.5"),
+        ("kv_usage", math.nan, r"`kv_usage` must be a fraction"),
+        ("k_max", 100, r"`k_max` must be in \[0, 64\], got 100"),
+        ("queue_len", 2.5, r"`queue_len` must be an integer, got 2.5"),
+    ],
+)
 def test_bad_context_fields(field, value, pattern):
     kwargs = {"num_decoding": 4, "k_max": 4, "drafter_class": "mtp", field: value}
     with pytest.raises(InvalidContextError, match=pattern):

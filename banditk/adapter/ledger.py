@@ -54,7 +54,7 @@ class DecisionLedger:
     """Open steps, in schedule order; closes them as their outputs arrive."""
 
     def __init__(self, max_open: int = 64) -> None:
-        self._open: "OrderedDict[int, StepEntry]" = OrderedDict()
+        self._open: OrderedDict[int, StepEntry] = OrderedDict()
         self._next = 0
         self._max_open = max_open
         self._last_closed: StepEntry | None = None

@@ -55,8 +55,12 @@ def register() -> None:
         if not getattr(original, "_banditk_wrapped", False):
             engine_args.create_engine_config = _wrap_create_engine_config(original)
     except Exception as e:  # never break a vLLM that does not use the governor
-        logger.error("banditk: cannot hook vLLM %s (%s: %s); \"governor\" will not be accepted.",
-                     vllm_compat.vllm_version(), type(e).__name__, e)
+        logger.error(
+            'banditk: cannot hook vLLM %s (%s: %s); "governor" will not be accepted.',
+            vllm_compat.vllm_version(),
+            type(e).__name__,
+            e,
+        )
         return
     if os.environ.get(WORKER_TIMING_ENV) == "1":
         try:
@@ -94,7 +98,7 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
         raise ConfigError(
             "speculative_config sets both `governor` and `num_speculative_tokens_per_batch_size` "
             f"({norm['num_speculative_tokens_per_batch_size']!r}); the governor chooses K itself. "
-            "Use \"governor\": \"table:[[lo,hi,K],...]\" to run a table through banditk."
+            'Use "governor": "table:[[lo,hi,K],...]" to run a table through banditk.'
         )
     k_max = norm.get("num_speculative_tokens")
     method = norm.get("method")
@@ -132,13 +136,18 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
             # num_speculative_tokens came from the draft model's config, not the dict:
             # switch dynamic K on now (the scheduler reads the table when it starts).
             vllm_compat.enable_dynamic_k(vllm_config, k_max)
-            logger.warning("banditk: dynamic K switched on after config creation (num_speculative_tokens=%d was "
-                           "not in speculative_config); on GPU prefer setting it explicitly.", k_max)
+            logger.warning(
+                "banditk: dynamic K switched on after config creation (num_speculative_tokens=%d was "
+                "not in speculative_config); on GPU prefer setting it explicitly.",
+                k_max,
+            )
     if vllm_compat.adaptive_verification_enabled(vllm_config):
         logger.warning(
             "banditk: enable_adaptive_verification is on. The governor's K bounds the drafts; drafts the runner "
             "trims afterwards reach the scheduler as rejections in vLLM %s, so the acceptance posterior is "
-            "pessimistic at deep positions.", vllm_compat.vllm_version())
+            "pessimistic at deep positions.",
+            vllm_compat.vllm_version(),
+        )
     vllm_compat.additional_config(vllm_config)[ADDITIONAL_CONFIG_KEY] = resolved.to_dict()
     qualname = ASYNC_SCHEDULER_QUALNAME if vllm_compat.async_scheduling(vllm_config) else SCHEDULER_QUALNAME
     vllm_compat.set_scheduler_cls(vllm_config, qualname)
@@ -148,6 +157,9 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
     install()  # the in-process layout runs the model here
     logger.info(
         "banditk: governor=%s drafter_class=%s K_max=%d scheduler=%s",
-        resolved.governor, resolved.drafter_class_for(), k_max, qualname,
+        resolved.governor,
+        resolved.drafter_class_for(),
+        k_max,
+        qualname,
     )
     return resolved

@@ -33,7 +33,9 @@ def load_prior(settings: AdapterSettings) -> Any:
     try:
         from ..priorfile import load_prior as _load
     except ImportError as e:  # the core's prior file module is not there yet
-        raise ConfigError(f"governor_config.prior={settings.prior!r} needs banditk.priorfile, which failed to import: {e}.") from e
+        raise ConfigError(
+            f"governor_config.prior={settings.prior!r} needs banditk.priorfile, which failed to import: {e}."
+        ) from e
     try:
         return _load(settings.prior, drafter_class=settings.drafter_class_for(), k_max=settings.k_max)
     except BanditkError as e:
@@ -59,7 +61,9 @@ def build_policy(settings: AdapterSettings) -> Any:
         make_policy = None
     if make_policy is None:
         if spec != "bandit":
-            raise ConfigError(f"speculative_config.governor={settings.governor!r} needs banditk.policies.make_policy, which is not available.")
+            raise ConfigError(
+                f"speculative_config.governor={settings.governor!r} needs banditk.policies.make_policy, which is not available."
+            )
         try:
             return BanditGovernor(gcfg, prior=prior)
         except BanditkError as e:

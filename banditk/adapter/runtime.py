@@ -50,8 +50,15 @@ class GovernorRuntime:
         clock: a ``perf_counter``-like clock, injectable for tests.
     """
 
-    def __init__(self, settings: AdapterSettings, policy: Any, *, dynamic_k: bool = True,
-                 clock=time.perf_counter, provenance: dict | None = None) -> None:
+    def __init__(
+        self,
+        settings: AdapterSettings,
+        policy: Any,
+        *,
+        dynamic_k: bool = True,
+        clock=time.perf_counter,
+        provenance: dict | None = None,
+    ) -> None:
         self.settings = settings
         self.policy = policy
         self.k_max = int(settings.k_max)
@@ -67,11 +74,21 @@ class GovernorRuntime:
         self._observe_s = 0.0
         self.ledger = DecisionLedger()
         self.telemetry = Telemetry(self.k_max, settings.request_history)
-        self.log = (RotatingJsonl(settings.telemetry_log, settings.telemetry_log_max_bytes, settings.telemetry_log_backups,
-                                  header=trace.header(self.drafter_class, self.k_max, "vllm", **(provenance or {})))
-                    if settings.telemetry_log else None)
-        self.snapshots = (SnapshotWriter(settings.snapshot_path, settings.snapshot_interval_s, policy, provenance)
-                          if settings.snapshot_path else None)
+        self.log = (
+            RotatingJsonl(
+                settings.telemetry_log,
+                settings.telemetry_log_max_bytes,
+                settings.telemetry_log_backups,
+                header=trace.header(self.drafter_class, self.k_max, "vllm", **(provenance or {})),
+            )
+            if settings.telemetry_log
+            else None
+        )
+        self.snapshots = (
+            SnapshotWriter(settings.snapshot_path, settings.snapshot_interval_s, policy, provenance)
+            if settings.snapshot_path
+            else None
+        )
         self.last_k = self.fallback_k
         self.select_calls = 0
         self._t_schedule = clock()
@@ -88,7 +105,7 @@ class GovernorRuntime:
     # ---- construction from vLLM -------------------------------------------------------------
 
     @classmethod
-    def from_vllm_config(cls, vllm_config: Any) -> "GovernorRuntime":
+    def from_vllm_config(cls, vllm_config: Any) -> GovernorRuntime:
         from .policy_factory import build_policy
 
         vllm_compat.check_vllm_shape()
@@ -103,8 +120,13 @@ class GovernorRuntime:
         rt = cls(settings, policy, dynamic_k=vllm_compat.dynamic_k_enabled(vllm_config), provenance=prov)
         ref = weakref.ref(rt)
         vllm_compat.on_engine_core_shutdown(lambda: (r := ref()) is not None and r.close())
-        logger.info("banditk governor %s (class %s, K_max=%d, fallback K=%d) steering K in the scheduler.",
-                    getattr(policy, "name", type(policy).__name__), rt.drafter_class, rt.k_max, rt.fallback_k)
+        logger.info(
+            "banditk governor %s (class %s, K_max=%d, fallback K=%d) steering K in the scheduler.",
+            getattr(policy, "name", type(policy).__name__),
+            rt.drafter_class,
+            rt.k_max,
+            rt.fallback_k,
+        )
         return rt
 
     # ---- scheduler hooks --------------------------------------------------------------------
@@ -134,8 +156,9 @@ class GovernorRuntime:
             self._step_of[id(scheduler_output)] = step
             # Prompt tokens computed in this step (chunked prefill): their time is not K's.
             scheduled = scheduler_output.num_scheduled_tokens
-            self._prefill_of[step] = max(int(scheduler_output.total_num_scheduled_tokens)
-                                         - sum(scheduled.get(r, 0) for r in decoding), 0)
+            self._prefill_of[step] = max(
+                int(scheduler_output.total_num_scheduled_tokens) - sum(scheduled.get(r, 0) for r in decoding), 0
+            )
         except Exception as e:  # never stop the engine
             self._error("schedule_hook", e)
             try:
@@ -152,10 +175,17 @@ class GovernorRuntime:
         self.select_calls += 1
         t0 = time.perf_counter()
         try:
-            ctx = StepContext(num_decoding=num_decoding, k_max=self.k_max, drafter_class=self.drafter_class,
-                              kv_usage=kv, queue_len=queue, num_scheduled=len(scheduler_output.num_scheduled_tokens),
-                              prefill_tokens=vllm_compat.next_step_prefill_tokens(scheduler, scheduler_output)
-                              if self._wants_prefill_hint else 0)
+            ctx = StepContext(
+                num_decoding=num_decoding,
+                k_max=self.k_max,
+                drafter_class=self.drafter_class,
+                kv_usage=kv,
+                queue_len=queue,
+                num_scheduled=len(scheduler_output.num_scheduled_tokens),
+                prefill_tokens=vllm_compat.next_step_prefill_tokens(scheduler, scheduler_output)
+                if self._wants_prefill_hint
+                else 0,
+            )
             decision = self.policy.select(ctx)
         except Exception as e:
             self._error("select", e)
@@ -171,8 +201,9 @@ class GovernorRuntime:
         self.telemetry.observe_decision(int(k), kv, queue)
         return int(k), decision
 
-    def on_verified(self, request_id: str, num_draft_tokens: int, num_accepted_tokens: int,
-                    num_invalid_spec_tokens: dict | None) -> None:
+    def on_verified(
+        self, request_id: str, num_draft_tokens: int, num_accepted_tokens: int, num_invalid_spec_tokens: dict | None
+    ) -> None:
         """One request's verification, as vLLM counts it for its own spec-decoding metrics."""
         if num_invalid_spec_tokens:  # drafts a grammar rejected are not counted as drafted (as vLLM does)
             num_draft_tokens -= num_invalid_spec_tokens.get(request_id, 0)
@@ -227,8 +258,9 @@ class GovernorRuntime:
             self._snapshot_obs = obs
             self.snapshots.write()
 
-    def _credit(self, prev, duration: float, target_s: float | None, verified: list, scheduler_output,
-                prefill_tokens: int = 0) -> None:
+    def _credit(
+        self, prev, duration: float, target_s: float | None, verified: list, scheduler_output, prefill_tokens: int = 0
+    ) -> None:
         k_max = self.k_max
         drafted, accepted, seen = [], [], set()
         for req_id, d, a in verified:
@@ -245,8 +277,14 @@ class GovernorRuntime:
                 accepted.append(0)
         drafted = np.array(drafted, dtype=np.int64)
         accepted = np.array(accepted, dtype=np.int64)
-        outcome = StepOutcome(drafted, accepted, duration, draft_duration_s=prev.draft_s, target_duration_s=target_s,
-                              prefill_tokens=prefill_tokens)
+        outcome = StepOutcome(
+            drafted,
+            accepted,
+            duration,
+            draft_duration_s=prev.draft_s,
+            target_duration_s=target_s,
+            prefill_tokens=prefill_tokens,
+        )
         t0 = time.perf_counter()
         try:
             self.policy.observe(prev.decision, outcome)
@@ -255,8 +293,16 @@ class GovernorRuntime:
         self._observe_s += time.perf_counter() - t0
         if self.log is not None:
             # The trace format of banditk.trace: `banditk fit` reads this log directly.
-            self.log.write(trace.step_record(prev.decision, outcome, k_max, t=round(time.time(), 3),
-                                             kv=round(self.telemetry.kv_usage, 4), queue=self.telemetry.queue_len))
+            self.log.write(
+                trace.step_record(
+                    prev.decision,
+                    outcome,
+                    k_max,
+                    t=round(time.time(), 3),
+                    kv=round(self.telemetry.kv_usage, 4),
+                    queue=self.telemetry.queue_len,
+                )
+            )
 
     # ---- housekeeping -----------------------------------------------------------------------
 
@@ -266,8 +312,10 @@ class GovernorRuntime:
             if available:
                 logger.info("banditk: draft and target forward durations come from the worker's timers.")
             else:
-                logger.warning("banditk: draft/target forward durations are not measurable in this layout; "
-                               "the governor uses step time alone.")
+                logger.warning(
+                    "banditk: draft/target forward durations are not measurable in this layout; "
+                    "the governor uses step time alone."
+                )
 
     def _periodic(self) -> None:
         if self.snapshots is not None:
@@ -293,16 +341,26 @@ class GovernorRuntime:
         """Count a step over budget as a fault; True once slow steps opened the breaker."""
         if not self.breaker.record(elapsed_s):
             return False
-        self._error("slow", TimeoutError(
-            f"select + observe took {1e3 * elapsed_s:.1f} ms, over slow_call_ms={1e3 * self.breaker.budget_s:g}; "
-            f"{self.breaker.strikes} in a row bypass the governor, longer each time it stays slow"))
+        self._error(
+            "slow",
+            TimeoutError(
+                f"select + observe took {1e3 * elapsed_s:.1f} ms, over slow_call_ms={1e3 * self.breaker.budget_s:g}; "
+                f"{self.breaker.strikes} in a row bypass the governor, longer each time it stays slow"
+            ),
+        )
         return self.breaker.is_open
 
     def _error(self, kind: str, exc: BaseException) -> None:
         n = self.telemetry.count_error(kind)
         if n == 1:
-            logger.error("banditk: %s failed (%s: %s); using fallback K=%d. Further %s errors are counted, not logged.",
-                         kind, type(exc).__name__, exc, self.fallback_k, kind)
+            logger.error(
+                "banditk: %s failed (%s: %s); using fallback K=%d. Further %s errors are counted, not logged.",
+                kind,
+                type(exc).__name__,
+                exc,
+                self.fallback_k,
+                kind,
+            )
 
     def close(self) -> None:
         """Final snapshot, state line and log flush; idempotent."""

@@ -36,11 +36,13 @@ class _GovernedMixin:
         self.banditk.on_schedule(self, scheduler_output)
         super()._update_after_schedule(scheduler_output)
 
-    def make_spec_decoding_stats(self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens,
-                                 num_invalid_spec_tokens, request_id):
+    def make_spec_decoding_stats(
+        self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens, num_invalid_spec_tokens, request_id
+    ):
         self.banditk.on_verified(request_id, num_draft_tokens, num_accepted_tokens, num_invalid_spec_tokens)
         return super().make_spec_decoding_stats(
-            spec_decoding_stats, num_draft_tokens, num_accepted_tokens, num_invalid_spec_tokens, request_id)
+            spec_decoding_stats, num_draft_tokens, num_accepted_tokens, num_invalid_spec_tokens, request_id
+        )
 
     def update_from_output(self, scheduler_output, model_runner_output):
         self.banditk.on_output_start()

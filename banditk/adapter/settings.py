@@ -120,11 +120,11 @@ class AdapterSettings:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "AdapterSettings":
+    def from_dict(cls, d: dict) -> AdapterSettings:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
-    def resolve(self, *, method: str | None, k_max: int) -> "AdapterSettings":
+    def resolve(self, *, method: str | None, k_max: int) -> AdapterSettings:
         """Fill in what vLLM decided (method, K_max) and check everything that depends on it.
 
         Raises:
@@ -177,7 +177,9 @@ def split_speculative_config(spec: dict | None) -> tuple[dict | None, AdapterSet
     norm = {str(k).replace("-", "_"): v for k, v in spec.items()}
     if GOVERNOR_KEY not in norm:
         if GOVERNOR_CONFIG_KEY in norm:
-            raise ConfigError("speculative_config has `governor_config` but no `governor`; add e.g. \"governor\": \"bandit\".")
+            raise ConfigError(
+                'speculative_config has `governor_config` but no `governor`; add e.g. "governor": "bandit".'
+            )
         return dict(spec), None
     clean = {k: v for k, v in spec.items() if str(k).replace("-", "_") not in (GOVERNOR_KEY, GOVERNOR_CONFIG_KEY)}
     settings = parse_settings(norm[GOVERNOR_KEY], norm.get(GOVERNOR_CONFIG_KEY))
@@ -196,7 +198,9 @@ def parse_settings(governor: Any, governor_config: Any) -> AdapterSettings:
     if governor_config is None:
         governor_config = {}
     if not isinstance(governor_config, dict):
-        raise ConfigError(f"governor_config must be a JSON object, got {type(governor_config).__name__}: {governor_config!r}.")
+        raise ConfigError(
+            f"governor_config must be a JSON object, got {type(governor_config).__name__}: {governor_config!r}."
+        )
     kw: dict[str, Any] = {}
     gov: dict[str, Any] = {}
     for key, value in governor_config.items():
@@ -215,9 +219,13 @@ def parse_settings(governor: Any, governor_config: Any) -> AdapterSettings:
     if "fallback_k" in kw and kw["fallback_k"] is not None:
         kw["fallback_k"] = _check_int(kw["fallback_k"], "governor_config.fallback_k", 0, 64)
     if "telemetry_log_max_bytes" in kw:
-        kw["telemetry_log_max_bytes"] = _check_int(kw["telemetry_log_max_bytes"], "governor_config.telemetry_log_max_bytes", 1024, 1 << 40)
+        kw["telemetry_log_max_bytes"] = _check_int(
+            kw["telemetry_log_max_bytes"], "governor_config.telemetry_log_max_bytes", 1024, 1 << 40
+        )
     if "telemetry_log_backups" in kw:
-        kw["telemetry_log_backups"] = _check_int(kw["telemetry_log_backups"], "governor_config.telemetry_log_backups", 0, 100)
+        kw["telemetry_log_backups"] = _check_int(
+            kw["telemetry_log_backups"], "governor_config.telemetry_log_backups", 0, 100
+        )
     if "request_history" in kw:
         kw["request_history"] = _check_int(kw["request_history"], "governor_config.request_history", 1, 100_000)
     if "slow_call_ms" in kw:

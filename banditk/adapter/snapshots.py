@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger("vllm.banditk")
 
@@ -34,8 +35,14 @@ class SnapshotWriter:
         clock: monotonic clock, injectable for tests.
     """
 
-    def __init__(self, path: str, interval_s: float, policy: Any, provenance: dict | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        path: str,
+        interval_s: float,
+        policy: Any,
+        provenance: dict | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path, self.interval_s, self.policy = path, interval_s, policy
         self.provenance = dict(provenance or {})
         self._clock = clock
@@ -44,8 +51,11 @@ class SnapshotWriter:
         self.errors = 0
         self.supported = hasattr(policy, "get_state") and hasattr(policy, "config")
         if not self.supported:
-            logger.warning("banditk: policy %r keeps no posterior; snapshot_path=%s is ignored.",
-                           getattr(policy, "name", policy), path)
+            logger.warning(
+                "banditk: policy %r keeps no posterior; snapshot_path=%s is ignored.",
+                getattr(policy, "name", policy),
+                path,
+            )
 
     def maybe_write(self) -> bool:
         """Write if the interval has passed; return whether a snapshot was written."""
@@ -69,8 +79,9 @@ class SnapshotWriter:
         except Exception as e:  # never stop the engine for a snapshot
             self.errors += 1
             if self.errors == 1:
-                logger.error("banditk: writing snapshot %s failed (%s: %s); will keep trying.",
-                             self.path, type(e).__name__, e)
+                logger.error(
+                    "banditk: writing snapshot %s failed (%s: %s); will keep trying.", self.path, type(e).__name__, e
+                )
             return False
 
     def close(self) -> bool:

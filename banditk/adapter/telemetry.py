@@ -202,7 +202,9 @@ class Telemetry:
         This is the governor's alpha_i (nan where never reached).
         """
         with np.errstate(invalid="ignore", divide="ignore"):
-            return self.accepted_per_position / np.where(self.reached_per_position > 0, self.reached_per_position, np.nan)
+            return self.accepted_per_position / np.where(
+                self.reached_per_position > 0, self.reached_per_position, np.nan
+            )
 
     def time_shares(self) -> dict[str, float] | None:
         """Share of timed step time in draft, verify (target) and the rest; None if untimed."""
@@ -237,9 +239,14 @@ class Telemetry:
         acc = self.acceptance_per_position()
         acc_s = " ".join("-" if np.isnan(a) else f"{a:.2f}" for a in acc)
         shares = self.time_shares()
-        sh = "n/a" if shares is None else f"draft={shares['draft']:.0%} verify={shares['verify']:.0%} other={shares['other']:.0%}"
+        sh = (
+            "n/a"
+            if shares is None
+            else f"draft={shares['draft']:.0%} verify={shares['verify']:.0%} other={shares['other']:.0%}"
+        )
         mean = f"{1e3 * self.step_s / self.steps:.1f}ms" if self.steps else "n/a"
         err = f" errors={self.errors}" if self.errors else ""
-        return (f"telemetry steps={self.steps} step={mean} accept/pos[{acc_s}] "
-                f"kv={self.kv_usage:.0%} queue={self.queue_len} time[{sh}]{err}")
-
+        return (
+            f"telemetry steps={self.steps} step={mean} accept/pos[{acc_s}] "
+            f"kv={self.kv_usage:.0%} queue={self.queue_len} time[{sh}]{err}"
+        )

@@ -112,7 +112,14 @@ def check_vllm_shape() -> None:
         ("schedule", ["self"]),
         (
             "make_spec_decoding_stats",
-            ["self", "spec_decoding_stats", "num_draft_tokens", "num_accepted_tokens", "num_invalid_spec_tokens", "request_id"],
+            [
+                "self",
+                "spec_decoding_stats",
+                "num_draft_tokens",
+                "num_accepted_tokens",
+                "num_invalid_spec_tokens",
+                "request_id",
+            ],
         ),
     ):
         fn = getattr(Scheduler, meth, None)
@@ -123,8 +130,10 @@ def check_vllm_shape() -> None:
     except (OSError, TypeError):  # pragma: no cover - no source shipped
         src = ""
     if src and "dynamic_sd_lookup" not in src:
-        _fail("Scheduler.schedule no longer sets num_spec_tokens_to_schedule from dynamic_sd_lookup "
-              "(per-request K semantics may have become a batch-wide draft budget)")
+        _fail(
+            "Scheduler.schedule no longer sets num_spec_tokens_to_schedule from dynamic_sd_lookup "
+            "(per-request K semantics may have become a batch-wide draft budget)"
+        )
     if src and "make_spec_decoding_stats" not in inspect.getsource(Scheduler.update_from_output):
         _fail("Scheduler.update_from_output no longer calls make_spec_decoding_stats")
     _checked = True
@@ -175,7 +184,8 @@ def data_parallel_size(vllm_config: Any) -> int:
 
 def enable_dynamic_k(vllm_config: Any, k_max: int) -> None:
     vllm_config.speculative_config.num_speculative_tokens_per_batch_size = dynamic_k_table(
-        k_max, vllm_config.scheduler_config.max_num_seqs)
+        k_max, vllm_config.scheduler_config.max_num_seqs
+    )
 
 
 def adaptive_verification_enabled(vllm_config: Any) -> bool:

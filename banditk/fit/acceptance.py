@@ -34,8 +34,13 @@ class AcceptanceFit:
     level: float
 
     def to_dict(self) -> dict:
-        return {"prior": "Beta(1, 1)", "mean": _r(self.mean), f"ci{round(self.level * 100)}_lo": _r(self.lo),
-                f"ci{round(self.level * 100)}_hi": _r(self.hi), "observations": _r(self.a + self.b - 2.0)}
+        return {
+            "prior": "Beta(1, 1)",
+            "mean": _r(self.mean),
+            f"ci{round(self.level * 100)}_lo": _r(self.lo),
+            f"ci{round(self.level * 100)}_hi": _r(self.hi),
+            "observations": _r(self.a + self.b - 2.0),
+        }
 
 
 def fit_acceptance(successes: np.ndarray, failures: np.ndarray, level: float = 0.95) -> AcceptanceFit:

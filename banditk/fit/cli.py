@@ -51,35 +51,63 @@ def _edges(text: str) -> tuple[int, ...]:
 
 def add_fit_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``fit`` to the ``banditk`` sub-commands."""
-    p = subparsers.add_parser("fit", help="fit step traces with Pyro and write a prior file",
-                              description=DESCRIPTION, epilog=EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "fit",
+        help="fit step traces with Pyro and write a prior file",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("traces", type=Path, nargs="+", help="step-trace JSONL files (rotated parts path.N are read too)")
     p.add_argument("-o", "--output", type=Path, required=True, help="prior file to write (atomically)")
-    p.add_argument("--method", choices=("auto", "nuts", "svi"), default="auto",
-                   help="inference: NUTS, SVI, or auto = NUTS up to 20,000 steps and SVI above (default auto)")
-    p.add_argument("--strength", type=float, default=200.0,
-                   help="prior-strength cap: observations per latency cell, acceptance position and regression "
-                        "(default 200); live data overrule the prior after about this many steps")
-    p.add_argument("--bucket-edges", type=_edges, default=DEFAULT_BUCKET_EDGES, metavar="E1,E2,...",
-                   help="batch-size bucket edges of the cells; must match the governor's "
-                        f"(default {','.join(map(str, DEFAULT_BUCKET_EDGES))})")
+    p.add_argument(
+        "--method",
+        choices=("auto", "nuts", "svi"),
+        default="auto",
+        help="inference: NUTS, SVI, or auto = NUTS up to 20,000 steps and SVI above (default auto)",
+    )
+    p.add_argument(
+        "--strength",
+        type=float,
+        default=200.0,
+        help="prior-strength cap: observations per latency cell, acceptance position and regression "
+        "(default 200); live data overrule the prior after about this many steps",
+    )
+    p.add_argument(
+        "--bucket-edges",
+        type=_edges,
+        default=DEFAULT_BUCKET_EDGES,
+        metavar="E1,E2,...",
+        help="batch-size bucket edges of the cells; must match the governor's "
+        f"(default {','.join(map(str, DEFAULT_BUCKET_EDGES))})",
+    )
     p.add_argument("--k-max", type=int, default=None, help="largest K of the prior (default: the trace's k_max)")
     p.add_argument("--hardware", default=None, help="hardware to record (default: the trace header's)")
-    p.add_argument("--drafter-class", default=None,
-                   help="refuse traces of any other drafter class (parameters never transfer across classes)")
+    p.add_argument(
+        "--drafter-class",
+        default=None,
+        help="refuse traces of any other drafter class (parameters never transfer across classes)",
+    )
     p.add_argument("--force", action="store_true", help="write the prior even if it failed its diagnostics")
-    p.add_argument("--max-ppc-error", type=float, default=0.05,
-                   help="largest accepted median relative error of the posterior predictive check (default 0.05)")
+    p.add_argument(
+        "--max-ppc-error",
+        type=float,
+        default=0.05,
+        help="largest accepted median relative error of the posterior predictive check (default 0.05)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the fit (default 0)")
     p.add_argument("--chains", type=int, default=2, help="NUTS chains (default 2)")
     p.add_argument("--warmup", type=int, default=400, help="NUTS warmup steps per chain (default 400)")
     p.add_argument("--samples", type=int, default=400, help="NUTS draws kept per chain (default 400)")
     p.add_argument("--svi-steps", type=int, default=6000, help="most SVI steps (default 6000)")
-    p.add_argument("--no-shape-terms", action="store_true",
-                   help="fit the four linear features only (no per-request, MoE-expert or compute-knee term)")
-    p.add_argument("--report", type=Path, default=None,
-                   help="also write the diagnostics, PPC table and ELBO trace here as JSON")
+    p.add_argument(
+        "--no-shape-terms",
+        action="store_true",
+        help="fit the four linear features only (no per-request, MoE-expert or compute-knee term)",
+    )
+    p.add_argument(
+        "--report", type=Path, default=None, help="also write the diagnostics, PPC table and ELBO trace here as JSON"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_fit)
     return p
@@ -101,23 +129,38 @@ def run_fit(args: argparse.Namespace) -> int:
     from .ppc import format_table
 
     try:
-        options = FitOptions(method=args.method, strength=args.strength, bucket_edges=args.bucket_edges,
-                             k_max=args.k_max, hardware=args.hardware, drafter_class=args.drafter_class,
-                             seed=args.seed, chains=args.chains, warmup=args.warmup, samples=args.samples,
-                             svi_max_steps=args.svi_steps, thresholds=Thresholds(max_ppc_error=args.max_ppc_error),
-                             shape_terms=not args.no_shape_terms, progress=not args.no_progress)
+        options = FitOptions(
+            method=args.method,
+            strength=args.strength,
+            bucket_edges=args.bucket_edges,
+            k_max=args.k_max,
+            hardware=args.hardware,
+            drafter_class=args.drafter_class,
+            seed=args.seed,
+            chains=args.chains,
+            warmup=args.warmup,
+            samples=args.samples,
+            svi_max_steps=args.svi_steps,
+            thresholds=Thresholds(max_ppc_error=args.max_ppc_error),
+            shape_terms=not args.no_shape_terms,
+            progress=not args.no_progress,
+        )
     except FitInputError as e:
         raise FitInputError(f"{e} (check the command-line options)") from None
     result = fit(args.traces, options)
     prior = result.prior
     inputs = prior.provenance["inputs"]
     skipped = sum(i["skipped_lines"] for i in inputs)
-    print(f"fitted {prior.provenance['steps']} steps ({len(result.ppc.rows)} (bucket, K) cells) of class "
-          f"{prior.key.drafter_class} from {', '.join(i['path'] for i in inputs)} with {result.method.upper()} "
-          f"in {result.seconds:.1f} s" + (f"; {skipped} malformed lines skipped" if skipped else ""))
+    print(
+        f"fitted {prior.provenance['steps']} steps ({len(result.ppc.rows)} (bucket, K) cells) of class "
+        f"{prior.key.drafter_class} from {', '.join(i['path'] for i in inputs)} with {result.method.upper()} "
+        f"in {result.seconds:.1f} s" + (f"; {skipped} malformed lines skipped" if skipped else "")
+    )
     mixed = prior.provenance["steps_next_to_a_prompt_chunk"]
     if mixed:
-        print(f"kept {mixed} steps next to a prompt chunk apart, in cells of their own (time and chunk size per bucket and K)")
+        print(
+            f"kept {mixed} steps next to a prompt chunk apart, in cells of their own (time and chunk size per bucket and K)"
+        )
     print(_diagnostics_text(result))
     print(format_table(result.ppc))
     if args.report is not None:
@@ -128,10 +171,14 @@ def run_fit(args: argparse.Namespace) -> int:
         print(f"banditk fit: refused: {e}", file=sys.stderr)
         return 1
     if result.failures:
-        print(f"WARNING: the fit failed its diagnostics; written anyway (--force): {'; '.join(result.failures)}",
-              file=sys.stderr)
-    print(f"wrote {args.output}: class={prior.key.drafter_class} k_max={prior.k_max} hardware={prior.key.hardware or '-'} "
-          f"strength_cap={prior.strength_cap:g}")
+        print(
+            f"WARNING: the fit failed its diagnostics; written anyway (--force): {'; '.join(result.failures)}",
+            file=sys.stderr,
+        )
+    print(
+        f"wrote {args.output}: class={prior.key.drafter_class} k_max={prior.k_max} hardware={prior.key.hardware or '-'} "
+        f"strength_cap={prior.strength_cap:g}"
+    )
     return 0
 
 
@@ -143,8 +190,10 @@ def _diagnostics_text(result) -> str:
     choice = d["latency_shape"]
     lines = [f"latency model: {shape.summary()}"]
     if "rms_rel_error_linear" in choice:
-        lines.append(f"  (chosen by BIC: rms relative error {100 * choice['rms_rel_error_chosen']:.2f}% against "
-                     f"{100 * choice['rms_rel_error_linear']:.2f}% with the four linear features alone)")
+        lines.append(
+            f"  (chosen by BIC: rms relative error {100 * choice['rms_rel_error_chosen']:.2f}% against "
+            f"{100 * choice['rms_rel_error_linear']:.2f}% with the four linear features alone)"
+        )
     lines.append("latency weights (posterior mean +- sd):")
     for j, name in enumerate(names):
         extra = ""
@@ -153,33 +202,49 @@ def _diagnostics_text(result) -> str:
         lines.append(f"  {name:<16} {w[j] * 1e3:10.5f} ms +- {sd[j] * 1e3:.5f}{extra}")
     cv, delta = result.posterior.cv, result.posterior.delta
     for name, x in (("noise cv", cv), ("misfit delta", delta)):
-        extra = f"  r-hat {d['rhat'][name.split()[-1]]:.3f}  ESS {d['ess'][name.split()[-1]]:.0f}" if d["method"] == "nuts" else ""
+        extra = (
+            f"  r-hat {d['rhat'][name.split()[-1]]:.3f}  ESS {d['ess'][name.split()[-1]]:.0f}"
+            if d["method"] == "nuts"
+            else ""
+        )
         lines.append(f"  {name:<16} {x.mean():10.5f}    +- {x.std():.5f}{extra}")
     if d["method"] == "nuts":
-        lines.append(f"NUTS: {d['chains']} chains x {d['samples_per_chain']} draws ({d['warmup']} warmup), "
-                     f"{d['divergences']} divergences (target acceptance {d['target_accept']})")
+        lines.append(
+            f"NUTS: {d['chains']} chains x {d['samples_per_chain']} draws ({d['warmup']} warmup), "
+            f"{d['divergences']} divergences (target acceptance {d['target_accept']})"
+        )
     else:
         e = result.elbo
         marks = [int(i) for i in np.linspace(0, e.size - 1, min(8, e.size))]
-        lines.append("SVI ELBO trace: " + "  ".join(f"[{i}] {e[max(0, i - 50):i + 1].mean():.1f}" for i in marks))
-        lines.append(f"SVI: {d['steps']} steps, converged={d['converged']} (windowed change {d['abs_change']} nats, "
-                     f"relative {d['rel_change']})")
+        lines.append("SVI ELBO trace: " + "  ".join(f"[{i}] {e[max(0, i - 50) : i + 1].mean():.1f}" for i in marks))
+        lines.append(
+            f"SVI: {d['steps']} steps, converged={d['converged']} (windowed change {d['abs_change']} nats, "
+            f"relative {d['rel_change']})"
+        )
     a = result.acceptance
-    lines.append("acceptance per position (mean [95% interval]): "
-                 + "  ".join(f"{m:.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in zip(a.mean, a.lo, a.hi)))
+    lines.append(
+        "acceptance per position (mean [95% interval]): "
+        + "  ".join(f"{m:.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in zip(a.mean, a.lo, a.hi))
+    )
     if d["design_rank"] < len(names):
-        lines.append(f"note: the traces pin down only {d['design_rank']} of {len(names)} weight combinations "
-                     "(too few distinct B and K); the rest come from the prior")
+        lines.append(
+            f"note: the traces pin down only {d['design_rank']} of {len(names)} weight combinations "
+            "(too few distinct B and K); the rest come from the prior"
+        )
     return "\n".join(lines)
 
 
 def _write_report(path: Path, result) -> None:
     from ..atomic import atomic_write_text
 
-    doc = {"diagnostics": result.diagnostics, "failures": result.failures, "method": result.method,
-           "seconds": round(result.seconds, 3),
-           "ppc": [r.__dict__ for r in result.ppc.rows],
-           "elbo": None if result.elbo is None else [round(float(v), 3) for v in result.elbo],
-           "acceptance": result.acceptance.to_dict(), "provenance": result.prior.provenance}
+    doc = {
+        "diagnostics": result.diagnostics,
+        "failures": result.failures,
+        "method": result.method,
+        "seconds": round(result.seconds, 3),
+        "ppc": [r.__dict__ for r in result.ppc.rows],
+        "elbo": None if result.elbo is None else [round(float(v), 3) for v in result.elbo],
+        "acceptance": result.acceptance.to_dict(),
+        "provenance": result.prior.provenance,
+    }
     atomic_write_text(path, json.dumps(doc, indent=1, allow_nan=False) + "\n")
-

@@ -72,7 +72,7 @@ class MixedCells:
     mix_tp: np.ndarray
 
     @classmethod
-    def zeros(cls, num_buckets: int, k_max: int) -> "MixedCells":
+    def zeros(cls, num_buckets: int, k_max: int) -> MixedCells:
         return cls(*(np.zeros((num_buckets, k_max + 1)) for _ in MIXED_FIELDS))
 
     def add(self, bucket: np.ndarray, k: np.ndarray, step_s: np.ndarray, prefill: np.ndarray) -> None:
@@ -157,9 +157,15 @@ def typical_chunks(bucket: np.ndarray, k: np.ndarray, step_s: np.ndarray, prefil
     return bucket[keep], k[keep], step_s[keep], prefill[keep]
 
 
-def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_class: str | None = None,
-         max_steps: int | None = None, bucket_edges: tuple[int, ...] = DEFAULT_BUCKET_EDGES,
-         bucket_dwell: int = _DEFAULT_DWELL) -> FitData:
+def load(
+    paths: list[str | os.PathLike],
+    *,
+    k_max: int | None = None,
+    drafter_class: str | None = None,
+    max_steps: int | None = None,
+    bucket_edges: tuple[int, ...] = DEFAULT_BUCKET_EDGES,
+    bucket_dwell: int = _DEFAULT_DWELL,
+) -> FitData:
     """Read traces (each with its rotated parts) and aggregate them.
 
     Args:
@@ -217,14 +223,22 @@ def load(paths: list[str | os.PathLike], *, k_max: int | None = None, drafter_cl
         buckets = np.array(replay_buckets(bucket_edges, t.batch, 0.0, bucket_dwell), dtype=np.int64)
         next_to_chunk = keep & (t.prefill > 0) & (buckets >= 0)
         chunked.append((buckets[next_to_chunk], t.k[next_to_chunk], t.step_s[next_to_chunk], t.prefill[next_to_chunk]))
-        inputs.append({"path": name, "steps": int(keep.sum()), "dropped_k_above_k_max": int((~keep).sum()),
-                       "latency_steps_without_prefill": int(decode_only.sum()),
-                       "steps_next_to_a_prompt_chunk": int(next_to_chunk.sum()),
-                       "skipped_lines": int(t.skipped), "source": str(t.header.get("source", ""))})
+        inputs.append(
+            {
+                "path": name,
+                "steps": int(keep.sum()),
+                "dropped_k_above_k_max": int((~keep).sum()),
+                "latency_steps_without_prefill": int(decode_only.sum()),
+                "steps_next_to_a_prompt_chunk": int(next_to_chunk.sum()),
+                "skipped_lines": int(t.skipped),
+                "source": str(t.header.get("source", "")),
+            }
+        )
     batch, k, step_s = (np.concatenate(c) for c in zip(*cols))
     if batch.size == 0:
         raise FitInputError(f"no step of {[n for n, _ in traces]} has K <= k_max={k_max} and no prefill in it.")
     mixed = MixedCells.zeros(len(bucket_edges), k_max)
     mixed.add(*typical_chunks(*(np.concatenate(c) for c in zip(*chunked))))
-    return FitData(classes.pop(), k_max, aggregate(batch, k, step_s), acc_s, acc_f, mixed,
-                   [t.header for _, t in traces], inputs)
+    return FitData(
+        classes.pop(), k_max, aggregate(batch, k, step_s), acc_s, acc_f, mixed, [t.header for _, t in traces], inputs
+    )

@@ -37,8 +37,9 @@ class Thresholds:
     max_ppc_error: float = 0.05
 
 
-def nuts_failures(rhat: dict[str, float], ess: dict[str, float], divergences: int, draws: int,
-                  th: Thresholds) -> list[str]:
+def nuts_failures(
+    rhat: dict[str, float], ess: dict[str, float], divergences: int, draws: int, th: Thresholds
+) -> list[str]:
     """Reasons the NUTS run fails the gate (empty: it passes).
 
     >>> nuts_failures({"a": 1.2}, {"a": 500.0}, 0, 800, Thresholds())
@@ -60,14 +61,18 @@ def svi_failures(converged: bool, rel_change: float, abs_change: float, steps: i
     """Reasons the SVI run fails the gate (empty: it passes)."""
     if converged:
         return []
-    return [f"SVI did not converge in {steps} steps: the windowed ELBO still moved by {abs_change:.3g} nats "
-            f"(relative {rel_change:.2e})"]
+    return [
+        f"SVI did not converge in {steps} steps: the windowed ELBO still moved by {abs_change:.3g} nats "
+        f"(relative {rel_change:.2e})"
+    ]
 
 
 def ppc_failures(median_rel_error: float, th: Thresholds) -> list[str]:
     """Reasons the posterior predictive check fails the gate (empty: it passes)."""
     if median_rel_error <= th.max_ppc_error:
         return []
-    return [f"posterior predictive check: the median relative error of the cell mean step times is "
-            f"{median_rel_error:.1%} > {th.max_ppc_error:.1%}, so the latency model does not describe this trace "
-            "(a step in cost the model cannot express, such as cudagraph padding, or mixed hardware)"]
+    return [
+        f"posterior predictive check: the median relative error of the cell mean step times is "
+        f"{median_rel_error:.1%} > {th.max_ppc_error:.1%}, so the latency model does not describe this trace "
+        "(a step in cost the model cannot express, such as cudagraph padding, or mixed hardware)"
+    ]

@@ -71,7 +71,11 @@ class FitOptions:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise FitInputError(f"`method` must be one of {list(METHODS)}, got {self.method!r}.")
-        if isinstance(self.strength, bool) or not isinstance(self.strength, (int, float)) or not 0 < self.strength < 1e12:
+        if (
+            isinstance(self.strength, bool)
+            or not isinstance(self.strength, (int, float))
+            or not 0 < self.strength < 1e12
+        ):
             raise FitInputError(f"`strength` must be a positive number of observations, got {self.strength!r}.")
         try:
             object.__setattr__(self, "bucket_edges", check_bucket_edges(self.bucket_edges))
@@ -83,8 +87,9 @@ class FitOptions:
                 raise FitInputError(f"`{name}` must be an integer >= {lo}, got {v!r}.")
         if not isinstance(self.shape_terms, bool):
             raise FitInputError(f"`shape_terms` must be true or false, got {self.shape_terms!r}.")
-        if self.k_max is not None and (isinstance(self.k_max, bool) or not isinstance(self.k_max, int)
-                                       or not 1 <= self.k_max <= 64):
+        if self.k_max is not None and (
+            isinstance(self.k_max, bool) or not isinstance(self.k_max, int) or not 1 <= self.k_max <= 64
+        ):
             raise FitInputError(f"`k_max` must be an integer in [1, 64], got {self.k_max!r}.")
 
 
@@ -138,16 +143,18 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
         banditk.errors.PriorFormatError: a trace without a usable header or steps.
     """
     start = time.perf_counter()
-    data = data_mod.load(paths, k_max=options.k_max, drafter_class=options.drafter_class,
-                         bucket_edges=options.bucket_edges)
+    data = data_mod.load(
+        paths, k_max=options.k_max, drafter_class=options.drafter_class, bucket_edges=options.bucket_edges
+    )
     groups = data.groups
     if len(groups) < len(FEATURES):
         raise FitInputError(
             f"the traces hold {len(groups)} distinct (B, K) pairs; the latency model has {len(FEATURES)} weights, "
             f"so it needs at least {len(FEATURES)} (vary the batch size and K)."
         )
-    shape, shape_choice = choose_shape(groups.batch, groups.k, groups.n, groups.mean) if options.shape_terms \
-        else (LatencyShape(), None)
+    shape, shape_choice = (
+        choose_shape(groups.batch, groups.k, groups.n, groups.mean) if options.shape_terms else (LatencyShape(), None)
+    )
     inputs = model_inputs(groups, shape)
     method = choose_method(options.method, data.steps)
     th = options.thresholds
@@ -158,14 +165,29 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
         draws = options.chains * options.samples
         with single_thread():
             for target_accept in NUTS_TARGET_ACCEPT:
-                r = run_nuts(inputs, shape.names, chains=options.chains, warmup=options.warmup, samples=options.samples,
-                             seed=options.seed, progress=options.progress, target_accept=target_accept)
+                r = run_nuts(
+                    inputs,
+                    shape.names,
+                    chains=options.chains,
+                    warmup=options.warmup,
+                    samples=options.samples,
+                    seed=options.seed,
+                    progress=options.progress,
+                    target_accept=target_accept,
+                )
                 if r.divergences <= th.max_divergent_fraction * draws:
                     break
         posterior = r.posterior
-        diagnostics = {"method": "nuts", "chains": r.chains, "warmup": r.warmup, "samples_per_chain": r.samples,
-                       "target_accept": r.target_accept,
-                       "rhat": _round(r.rhat), "ess": _round(r.ess, 1), "divergences": r.divergences}
+        diagnostics = {
+            "method": "nuts",
+            "chains": r.chains,
+            "warmup": r.warmup,
+            "samples_per_chain": r.samples,
+            "target_accept": r.target_accept,
+            "rhat": _round(r.rhat),
+            "ess": _round(r.ess, 1),
+            "divergences": r.divergences,
+        }
         failures = nuts_failures(r.rhat, r.ess, r.divergences, draws, th)
         if r.chains < 2:
             failures.append("r-hat needs at least 2 chains, got --chains 1")
@@ -176,10 +198,16 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
             r = run_svi(inputs, max_steps=options.svi_max_steps, seed=options.seed, progress=options.progress)
         posterior = r.posterior
         elbo = r.elbo
-        diagnostics = {"method": "svi", "guide": "AutoMultivariateNormal", "steps": int(r.elbo.size),
-                       "window": r.window, "converged": r.converged,
-                       "final_elbo": round(float(np.mean(r.elbo[-r.window:])), 3),
-                       "rel_change": _num(r.rel_change), "abs_change": _num(r.abs_change)}
+        diagnostics = {
+            "method": "svi",
+            "guide": "AutoMultivariateNormal",
+            "steps": int(r.elbo.size),
+            "window": r.window,
+            "converged": r.converged,
+            "final_elbo": round(float(np.mean(r.elbo[-r.window :])), 3),
+            "rel_change": _num(r.rel_change),
+            "abs_change": _num(r.abs_change),
+        }
         failures = svi_failures(r.converged, r.rel_change, r.abs_change, int(r.elbo.size))
     ppc = posterior_predictive(groups, posterior, options.bucket_edges, seed=options.seed)
     failures += ppc_failures(ppc.median_rel_error, th)
@@ -188,8 +216,9 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
     diagnostics["latency_shape"] = shape_choice or {"shape": shape.to_dict()}
     acceptance = fit_acceptance(data.acc_successes, data.acc_failures)
     prior = _prior(data, posterior, acceptance, options, method, diagnostics, failures)
-    return FitResult(prior, posterior, acceptance, ppc, method, diagnostics, failures,
-                     time.perf_counter() - start, elbo)
+    return FitResult(
+        prior, posterior, acceptance, ppc, method, diagnostics, failures, time.perf_counter() - start, elbo
+    )
 
 
 def write_prior(result: FitResult, path: str | os.PathLike, *, force: bool = False) -> None:
@@ -204,13 +233,25 @@ def write_prior(result: FitResult, path: str | os.PathLike, *, force: bool = Fal
     save_prior(path, result.prior)
 
 
-def _prior(data: data_mod.FitData, posterior: Posterior, acceptance: AcceptanceFit, options: FitOptions,
-           method: str, diagnostics: dict, failures: list[str]) -> Prior:
+def _prior(
+    data: data_mod.FitData,
+    posterior: Posterior,
+    acceptance: AcceptanceFit,
+    options: FitOptions,
+    method: str,
+    diagnostics: dict,
+    failures: list[str],
+) -> Prior:
     head = data.headers[0]
     drafter = head.get("drafter", {})
     hardware = options.hardware if options.hardware is not None else _first(data.headers, "hardware")
-    key = DrafterKey(data.drafter_class, method=_str(drafter.get("method")), target_model=_str(drafter.get("target_model")),
-                     draft_model=_str(drafter.get("draft_model")), hardware=hardware)
+    key = DrafterKey(
+        data.drafter_class,
+        method=_str(drafter.get("method")),
+        target_model=_str(drafter.get("target_model")),
+        draft_model=_str(drafter.get("draft_model")),
+        hardware=hardware,
+    )
     stats = prior_stats(data, posterior, options.bucket_edges, options.strength)
     w = posterior.weights
     _, _, governor_weights = governor_regression(data.groups, posterior)
@@ -228,9 +269,13 @@ def _prior(data: data_mod.FitData, posterior: Posterior, acceptance: AcceptanceF
         "diagnostics_passed": not failures,
         "diagnostics_failures": list(failures),
         # The fit's own terms; the prior's latency_model.weights are their four-feature stand-in.
-        "latency_fit": {"features": list(posterior.shape.names), "shape": posterior.shape.to_dict(),
-                        "summary": posterior.shape.summary(),
-                        "weights": [float(v) for v in w.mean(axis=0)], "weights_sd": [float(v) for v in w.std(axis=0)]},
+        "latency_fit": {
+            "features": list(posterior.shape.names),
+            "shape": posterior.shape.to_dict(),
+            "summary": posterior.shape.summary(),
+            "weights": [float(v) for v in w.mean(axis=0)],
+            "weights_sd": [float(v) for v in w.std(axis=0)],
+        },
         "noise_cv": round(float(np.mean(posterior.cv)), 6),
         "misfit_delta": round(float(np.mean(posterior.delta)), 6),
         "acceptance": acceptance.to_dict(),
@@ -240,8 +285,9 @@ def _prior(data: data_mod.FitData, posterior: Posterior, acceptance: AcceptanceF
         "banditk_version": __version__,
         "seed": options.seed,
     }
-    return Prior(key, data.k_max, tuple(options.bucket_edges), stats, float(options.strength),
-                 governor_weights, provenance)
+    return Prior(
+        key, data.k_max, tuple(options.bucket_edges), stats, float(options.strength), governor_weights, provenance
+    )
 
 
 def _first(headers: list[dict], name: str) -> str:

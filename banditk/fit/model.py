@@ -51,10 +51,12 @@ from .shape import LatencyShape, relative_nnls
 #: Name and version of the model, recorded in a prior's provenance. v2: optional
 #: per-request, MoE-expert and compute-knee terms (banditk.fit.shape).
 MODEL_NAME = "banditk.fit.step_time/v2"
-MODEL_SUMMARY = ("t(B,K) = w . [1, B(K+1), max(K,1), B max(K,1), optional B, 1-exp(-n^gamma/s), max(0, n-n0)], "
-                 "n = B(K+1), optional terms and their shape chosen by BIC; w_j = u_j scale_j, u_j ~ HalfNormal(1); "
-                 "noise sd = cv * observed group mean, cv ~ HalfNormal(0.5); per-(B,K) relative misfit delta ~ HalfNormal(0.1); "
-                 "likelihood on per-(B,K) mean and scatter")
+MODEL_SUMMARY = (
+    "t(B,K) = w . [1, B(K+1), max(K,1), B max(K,1), optional B, 1-exp(-n^gamma/s), max(0, n-n0)], "
+    "n = B(K+1), optional terms and their shape chosen by BIC; w_j = u_j scale_j, u_j ~ HalfNormal(1); "
+    "noise sd = cv * observed group mean, cv ~ HalfNormal(0.5); per-(B,K) relative misfit delta ~ HalfNormal(0.1); "
+    "likelihood on per-(B,K) mean and scatter"
+)
 #: Scale of the HalfNormal priors on cv and delta.
 CV_PRIOR_SCALE = 0.5
 DELTA_PRIOR_SCALE = 0.1
@@ -142,8 +144,14 @@ def as_tensors(inputs: ModelInputs) -> dict:
     import torch
 
     t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64))  # noqa: E731
-    return {"x": t(inputs.x * inputs.scale), "n": t(inputs.n), "ybar": t(inputs.mean),
-            "m2": t(np.maximum(inputs.m2, 1e-30)), "soft": t(inputs.soft), "soft_delta": float(inputs.soft_delta)}
+    return {
+        "x": t(inputs.x * inputs.scale),
+        "n": t(inputs.n),
+        "ybar": t(inputs.mean),
+        "m2": t(np.maximum(inputs.m2, 1e-30)),
+        "soft": t(inputs.soft),
+        "soft_delta": float(inputs.soft_delta),
+    }
 
 
 def _log_joint(theta, x, n, ybar, m2, soft, soft_delta):
@@ -158,10 +166,17 @@ def _log_joint(theta, x, n, ybar, m2, soft, soft_delta):
     u = soft * softplus(v / soft)
     cv, delta = torch.exp(log_cv), soft_delta * softplus(d / soft_delta)
     half = 0.5 * math.log(2.0 / math.pi)
-    log_prior = ((half - 0.5 * u**2 + logsigmoid(v / soft)).sum(-1)
-                 + half - math.log(CV_PRIOR_SCALE) - 0.5 * (cv / CV_PRIOR_SCALE) ** 2 + log_cv
-                 + half - math.log(DELTA_PRIOR_SCALE) - 0.5 * (delta / DELTA_PRIOR_SCALE) ** 2
-                 + logsigmoid(d / soft_delta))
+    log_prior = (
+        (half - 0.5 * u**2 + logsigmoid(v / soft)).sum(-1)
+        + half
+        - math.log(CV_PRIOR_SCALE)
+        - 0.5 * (cv / CV_PRIOR_SCALE) ** 2
+        + log_cv
+        + half
+        - math.log(DELTA_PRIOR_SCALE)
+        - 0.5 * (delta / DELTA_PRIOR_SCALE) ** 2
+        + logsigmoid(d / soft_delta)
+    )
     mu = (x @ u).clamp(min=1e-12)
     # Noise and misfit scale with the observed group mean, not with mu: were the scatter
     # term's scale tied to mu, it would pull the weights wherever the noise is not
@@ -251,14 +266,15 @@ def laplace(inputs: ModelInputs) -> tuple[np.ndarray, np.ndarray]:
     return mode, np.linalg.cholesky(0.5 * (cov + cov.T))
 
 
-def from_theta(theta: np.ndarray, inputs: ModelInputs) -> "Posterior":
+def from_theta(theta: np.ndarray, inputs: ModelInputs) -> Posterior:
     """Draws of ``theta`` (..., p + 2) as a :class:`Posterior`."""
     p = inputs.num_weights
     theta = np.asarray(theta).reshape(-1, p + 2)
     s, sd = inputs.soft, inputs.soft_delta
     u = s * np.logaddexp(0.0, theta[:, :p] / s)
-    return Posterior(weights_from_u(u, inputs), np.exp(theta[:, p]), sd * np.logaddexp(0.0, theta[:, p + 1] / sd),
-                     inputs.shape)
+    return Posterior(
+        weights_from_u(u, inputs), np.exp(theta[:, p]), sd * np.logaddexp(0.0, theta[:, p + 1] / sd), inputs.shape
+    )
 
 
 @dataclass(frozen=True)
@@ -280,7 +296,6 @@ class Posterior:
     def predict(self, batch: np.ndarray, k: np.ndarray) -> np.ndarray:
         """(draws, rows) mean step time at paired arrays of B and K."""
         return self.weights @ self.shape.rows(batch, k).T
-
 
 
 class single_thread:

@@ -44,8 +44,17 @@ class NutsResult:
     target_accept: float = 0.85
 
 
-def run_nuts(inputs: ModelInputs, names: tuple[str, ...], *, chains: int = 2, warmup: int = 400, samples: int = 400,
-             seed: int = 0, progress: bool = True, target_accept: float = 0.85) -> NutsResult:
+def run_nuts(
+    inputs: ModelInputs,
+    names: tuple[str, ...],
+    *,
+    chains: int = 2,
+    warmup: int = 400,
+    samples: int = 400,
+    seed: int = 0,
+    progress: bool = True,
+    target_accept: float = 0.85,
+) -> NutsResult:
     """Sample the posterior with NUTS (dense mass matrix: the weights are correlated).
 
     Args:
@@ -80,8 +89,14 @@ def run_nuts(inputs: ModelInputs, names: tuple[str, ...], *, chains: int = 2, wa
         with torch.random.fork_rng():
             torch.manual_seed(int(rng.integers(2**31)))
             kernel = NUTS(potential_fn=whitened, max_tree_depth=8, target_accept_prob=target_accept)
-            mcmc = MCMC(kernel, num_samples=samples, warmup_steps=warmup, num_chains=1, initial_params={"e": e0},
-                        disable_progbar=not progress)
+            mcmc = MCMC(
+                kernel,
+                num_samples=samples,
+                warmup_steps=warmup,
+                num_chains=1,
+                initial_params={"e": e0},
+                disable_progbar=not progress,
+            )
             mcmc.run()
         e = mcmc.get_samples()["e"].detach().numpy()
         thetas.append(mode + e @ chol.T)

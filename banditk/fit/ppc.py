@@ -62,13 +62,17 @@ class PpcResult:
     cells_used: int
 
     def to_dict(self) -> dict:
-        return {"median_rel_error": round(self.median_rel_error, 6), "max_rel_error": round(self.max_rel_error, 6),
-                "coverage90": round(self.coverage90, 4), "cells": len(self.rows), "cells_used": self.cells_used,
-                "min_cell_steps": MIN_CELL_STEPS}
+        return {
+            "median_rel_error": round(self.median_rel_error, 6),
+            "max_rel_error": round(self.max_rel_error, 6),
+            "coverage90": round(self.coverage90, 4),
+            "cells": len(self.rows),
+            "cells_used": self.cells_used,
+            "min_cell_steps": MIN_CELL_STEPS,
+        }
 
 
-def posterior_predictive(groups: StepGroups, posterior: Posterior, edges: tuple[int, ...],
-                         seed: int = 0) -> PpcResult:
+def posterior_predictive(groups: StepGroups, posterior: Posterior, edges: tuple[int, ...], seed: int = 0) -> PpcResult:
     """Compare each (bucket, K) cell's observed mean step time with the model's prediction."""
     rng = np.random.default_rng(seed)
     buckets = np.array([bucket_of(edges, int(b)) for b in groups.batch])
@@ -85,23 +89,33 @@ def posterior_predictive(groups: StepGroups, posterior: Posterior, edges: tuple[
         lo90, hi90 = np.quantile(rep, [0.05, 0.95])
         p = float(pred.mean())
         hi = edges[b + 1] - 1 if b + 1 < len(edges) else None
-        rows.append(PpcRow(b, edges[b], hi, int(k), int(steps), observed, p, float(lo90), float(hi90),
-                           abs(observed - p) / observed))
+        rows.append(
+            PpcRow(
+                b, edges[b], hi, int(k), int(steps), observed, p, float(lo90), float(hi90), abs(observed - p) / observed
+            )
+        )
     used = [r for r in rows if r.steps >= MIN_CELL_STEPS] or rows
     err = np.array([r.rel_error for r in used])
-    return PpcResult(rows, float(np.median(err)), float(err.max()),
-                     float(np.mean([r.covered for r in used])), len(used))
+    return PpcResult(
+        rows, float(np.median(err)), float(err.max()), float(np.mean([r.covered for r in used])), len(used)
+    )
 
 
 def format_table(result: PpcResult) -> str:
     """The check as a text table, one line per (bucket, K)."""
-    lines = [f"{'bucket':>9} {'K':>2} {'steps':>7} {'observed ms':>12} {'predicted ms':>13} {'90% interval ms':>19} {'rel err':>8}"]
+    lines = [
+        f"{'bucket':>9} {'K':>2} {'steps':>7} {'observed ms':>12} {'predicted ms':>13} {'90% interval ms':>19} {'rel err':>8}"
+    ]
     for r in result.rows:
         rng_ = f"{r.lo}-{r.hi}" if r.hi is not None else f"{r.lo}+"
         flag = "" if r.steps >= MIN_CELL_STEPS else "  (few steps)"
-        lines.append(f"{rng_:>9} {r.k:>2} {r.steps:>7} {r.observed * 1e3:>12.3f} {r.predicted * 1e3:>13.3f} "
-                     f"{r.lo90 * 1e3:>9.3f}-{r.hi90 * 1e3:<9.3f} {r.rel_error * 100:>7.2f}%{flag}")
-    lines.append(f"median relative error {result.median_rel_error * 100:.2f}% (max {result.max_rel_error * 100:.2f}%) "
-                 f"over {result.cells_used} cells with >= {MIN_CELL_STEPS} steps; "
-                 f"observed mean inside the 90% predictive interval in {result.coverage90 * 100:.0f}% of them")
+        lines.append(
+            f"{rng_:>9} {r.k:>2} {r.steps:>7} {r.observed * 1e3:>12.3f} {r.predicted * 1e3:>13.3f} "
+            f"{r.lo90 * 1e3:>9.3f}-{r.hi90 * 1e3:<9.3f} {r.rel_error * 100:>7.2f}%{flag}"
+        )
+    lines.append(
+        f"median relative error {result.median_rel_error * 100:.2f}% (max {result.max_rel_error * 100:.2f}%) "
+        f"over {result.cells_used} cells with >= {MIN_CELL_STEPS} steps; "
+        f"observed mean inside the 90% predictive interval in {result.coverage90 * 100:.0f}% of them"
+    )
     return "\n".join(lines)

@@ -32,7 +32,7 @@ from ..latency_model import FEATURES, features_rows
 #: Grids of the non-linear shape parameters.
 GAMMA_GRID = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 SCALE_GRID = tuple(float(2 ** (i / 2)) for i in range(0, 23))  # 1 .. 2048 tokens
-KNEE_STEP = 2 ** 0.5
+KNEE_STEP = 2**0.5
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,11 @@ class LatencyShape:
 
     @property
     def names(self) -> tuple[str, ...]:
-        extra = (("per_request_s",) if self.per_request else ()) + (("expert_s",) if self.moe else ()) \
+        extra = (
+            (("per_request_s",) if self.per_request else ())
+            + (("expert_s",) if self.moe else ())
             + (("compute_s",) if self.knee_tokens is not None else ())
+        )
         return FEATURES + extra
 
     @property
@@ -79,9 +82,12 @@ class LatencyShape:
         return np.concatenate(cols, axis=1)
 
     def to_dict(self) -> dict:
-        return {"features": list(self.names), "per_request": self.per_request,
-                "moe": None if self.moe is None else {"gamma": self.moe[0], "scale_tokens": self.moe[1]},
-                "knee_tokens": self.knee_tokens}
+        return {
+            "features": list(self.names),
+            "per_request": self.per_request,
+            "moe": None if self.moe is None else {"gamma": self.moe[0], "scale_tokens": self.moe[1]},
+            "knee_tokens": self.knee_tokens,
+        }
 
     def summary(self) -> str:
         extra = ["B"] if self.per_request else []
@@ -141,5 +147,9 @@ def choose_shape(batch: np.ndarray, k: np.ndarray, n: np.ndarray, mean: np.ndarr
         if score < best_bic:
             best, best_bic, best_sse = shape, score, sse
     rms = lambda sse: float(np.sqrt(sse / n.sum()))  # noqa: E731  (relative, step-weighted)
-    return best, {"shape": best.to_dict(), "rms_rel_error_linear": round(rms(base_sse), 5),
-                  "rms_rel_error_chosen": round(rms(best_sse), 5), "groups": g}
+    return best, {
+        "shape": best.to_dict(),
+        "rms_rel_error_linear": round(rms(base_sse), 5),
+        "rms_rel_error_chosen": round(rms(best_sse), 5),
+        "groups": g,
+    }

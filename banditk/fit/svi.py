@@ -60,14 +60,25 @@ def window_change(elbo: np.ndarray, window: int) -> tuple[float, float]:
     if elbo.size < 2 * window:
         return float("inf"), float("inf")
     last = float(np.mean(elbo[-window:]))
-    prev = float(np.mean(elbo[-2 * window:-window]))
+    prev = float(np.mean(elbo[-2 * window : -window]))
     change = abs(last - prev)
     return change / max(abs(last), 1e-300), change
 
 
-def run_svi(inputs: ModelInputs, *, max_steps: int = 6000, min_steps: int = 600, window: int = 200,
-            lr: float = 0.02, particles: int = 4, rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL, draws: int = 2000,
-            seed: int = 0, progress: bool = True) -> SviResult:
+def run_svi(
+    inputs: ModelInputs,
+    *,
+    max_steps: int = 6000,
+    min_steps: int = 600,
+    window: int = 200,
+    lr: float = 0.02,
+    particles: int = 4,
+    rel_tol: float = REL_TOL,
+    abs_tol: float = ABS_TOL,
+    draws: int = 2000,
+    seed: int = 0,
+    progress: bool = True,
+) -> SviResult:
     """Fit an ``AutoMultivariateNormal`` guide, stopping once the ELBO has converged.
 
     Args:
@@ -99,11 +110,16 @@ def run_svi(inputs: ModelInputs, *, max_steps: int = 6000, min_steps: int = 600,
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         pyro.clear_param_store()
-        guide = AutoMultivariateNormal(step_time_model, init_loc_fn=init_to_value(values={"e": torch.zeros(inputs.dim, dtype=torch.float64)}),
-                                       init_scale=1.0)
+        guide = AutoMultivariateNormal(
+            step_time_model,
+            init_loc_fn=init_to_value(values={"e": torch.zeros(inputs.dim, dtype=torch.float64)}),
+            init_scale=1.0,
+        )
         optim = ClippedAdam({"lr": lr, "lrd": 0.1 ** (1.0 / max_steps), "clip_norm": 10.0})
         svi = SVI(step_time_model, guide, optim, Trace_ELBO(num_particles=particles))
-        with tqdm(total=max_steps, desc="SVI", unit="step", disable=None if progress else True, leave=False, file=sys.stderr) as bar:
+        with tqdm(
+            total=max_steps, desc="SVI", unit="step", disable=None if progress else True, leave=False, file=sys.stderr
+        ) as bar:
             for i in range(max_steps):
                 elbo.append(-float(svi.step(**data)))
                 if (i + 1) % window == 0:

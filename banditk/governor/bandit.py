@@ -80,9 +80,12 @@ class BanditGovernor:
         cfg = self.config
         if context.drafter_class != cfg.drafter_class:
             raise DrafterClassMismatchError(
-                f"context.drafter_class={context.drafter_class!r} but this governor learns {cfg.drafter_class!r}.")
+                f"context.drafter_class={context.drafter_class!r} but this governor learns {cfg.drafter_class!r}."
+            )
         if context.k_max != cfg.k_max:
-            raise InvalidContextError(f"context.k_max={context.k_max} but the governor was built for k_max={cfg.k_max}.")
+            raise InvalidContextError(
+                f"context.k_max={context.k_max} but the governor was built for k_max={cfg.k_max}."
+            )
         self.steps += 1
         batch = context.num_decoding
         if batch == 0:  # nothing decodes: K is moot; keep it and learn nothing
@@ -102,8 +105,13 @@ class BanditGovernor:
         if self.prev_k >= 0 and k != self.prev_k:
             self.switches += 1
         kept = k == self.prev_k and same_bucket and not kv_pressed
-        self._epoch = epochs.next_length(self._epoch, kept, lambda: self._prob_current_best(bucket, batch)
-                                         >= cfg.settle_confidence, cfg.decision_interval, cfg.max_decision_interval)
+        self._epoch = epochs.next_length(
+            self._epoch,
+            kept,
+            lambda: self._prob_current_best(bucket, batch) >= cfg.settle_confidence,
+            cfg.decision_interval,
+            cfg.max_decision_interval,
+        )
         self.prev_k, self.prev_bucket = k, bucket
         return self._decide(k, bucket, batch, scores)
 
@@ -123,8 +131,9 @@ class BanditGovernor:
         post = self.posterior
         if drafted.size and drafted.any():
             post.learn_acceptance(drafted, outcome.accepted)
-        post.learn_step_time(k, bucket, decision.num_decoding, min(outcome.step_duration_s, cfg.max_step_s),
-                             outcome.prefill_tokens)
+        post.learn_step_time(
+            k, bucket, decision.num_decoding, min(outcome.step_duration_s, cfg.max_step_s), outcome.prefill_tokens
+        )
         self.observations += 1
         if self.observations % cfg.regression_refresh == 0:
             post.refresh()
@@ -141,7 +150,8 @@ class BanditGovernor:
         cfg = self.config
         raw = bucket_with_hysteresis(cfg.bucket_edges, batch, self.prev_bucket, cfg.bucket_hysteresis)
         out, self._candidate_bucket, self._candidate_steps = debounced(
-            raw, self.prev_bucket, self._candidate_bucket, self._candidate_steps, cfg.bucket_dwell)
+            raw, self.prev_bucket, self._candidate_bucket, self._candidate_steps, cfg.bucket_dwell
+        )
         return out
 
     def _kv_factor(self, kv_usage: float) -> np.ndarray:
@@ -212,12 +222,26 @@ class BanditGovernor:
         """One line for a server log: K histogram, acceptance per position, best K per visited bucket."""
         post = self.posterior
         seen = np.flatnonzero((post.data.cell_n + post.prior_stats.cell_n).sum(axis=1) > 0)
-        return summary.state_line(self.steps, self.k_counts, post.acc_a, post.acc_b, self.switches,
-                                  self.mean_goodput(), seen, self.config.bucket_edges)
+        return summary.state_line(
+            self.steps,
+            self.k_counts,
+            post.acc_a,
+            post.acc_b,
+            self.switches,
+            self.mean_goodput(),
+            seen,
+            self.config.bucket_edges,
+        )
 
     def counters(self) -> dict:
-        return {"steps": self.steps, "observations": self.observations, "switches": self.switches,
-                "outliers": self.outliers, "mixed_steps": self.mixed_steps, "k_counts": self.k_counts.tolist()}
+        return {
+            "steps": self.steps,
+            "observations": self.observations,
+            "switches": self.switches,
+            "outliers": self.outliers,
+            "mixed_steps": self.mixed_steps,
+            "k_counts": self.k_counts.tolist(),
+        }
 
     # ---- state (for snapshots; its schema is governor.state.SCHEMA) ----------------
 
@@ -226,14 +250,23 @@ class BanditGovernor:
         post = self.posterior
         post.fold_pending()
         return {
-            "data": post.data.to_dict(), "cell_prior_mean": post.cell_prior_mean.tolist(),
-            "weights": post.weights.tolist(), "prefill_price": post.prefill_price,
-            "prior_tau2": post.prior_tau2.tolist(), "prior_tau2_mixed": post.prior_tau2_mixed.tolist(),
+            "data": post.data.to_dict(),
+            "cell_prior_mean": post.cell_prior_mean.tolist(),
+            "weights": post.weights.tolist(),
+            "prefill_price": post.prefill_price,
+            "prior_tau2": post.prior_tau2.tolist(),
+            "prior_tau2_mixed": post.prior_tau2_mixed.tolist(),
             "decode_only_cells": {key: a.tolist() for key, a in zip(DECODE_ONLY_KEYS, post.decode_only)},
-            "scale_pending": post.scale_pending, "rng": state.jsonable_rng_state(self._rng.bit_generator.state),
-            "prev_k": self.prev_k, "prev_bucket": self.prev_bucket, "held": self._held, "epoch": self._epoch,
-            "candidate_bucket": self._candidate_bucket, "candidate_steps": self._candidate_steps,
-            "outlier_run": post.outlier_run, **self.counters(),
+            "scale_pending": post.scale_pending,
+            "rng": state.jsonable_rng_state(self._rng.bit_generator.state),
+            "prev_k": self.prev_k,
+            "prev_bucket": self.prev_bucket,
+            "held": self._held,
+            "epoch": self._epoch,
+            "candidate_bucket": self._candidate_bucket,
+            "candidate_steps": self._candidate_steps,
+            "outlier_run": post.outlier_run,
+            **self.counters(),
         }
 
     def set_state(self, raw: dict) -> None:

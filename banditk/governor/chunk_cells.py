@@ -60,6 +60,12 @@ def chunk_step_posterior(
 def credit(data: SufficientStats, bucket: int, k: int, t: float, prefill_tokens: float, gamma: float) -> None:
     """Add one step next to a chunk (whole step time ``t``) to its cell, forgetting by ``gamma``."""
     p = float(prefill_tokens)
-    for arr, v in ((data.mix_n, 1.0), (data.mix_sum, t), (data.mix_sumsq, t * t),
-                   (data.mix_p, p), (data.mix_pp, p * p), (data.mix_tp, t * p)):
+    for arr, v in (
+        (data.mix_n, 1.0),
+        (data.mix_sum, t),
+        (data.mix_sumsq, t * t),
+        (data.mix_p, p),
+        (data.mix_pp, p * p),
+        (data.mix_tp, t * p),
+    ):
         arr[bucket, k] = arr[bucket, k] * gamma + v

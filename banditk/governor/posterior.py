@@ -37,8 +37,9 @@ class GoodputPosterior:
         self.prior = prior
         self.prior_loaded = SufficientStats.zeros(k_max, nb) if prior is None else fit_prior(config, prior)
         self._weigher = PriorWeigher(self.prior_loaded)
-        self._prior_weights = None if prior is None or prior.latency_weights is None \
-            else np.array(prior.latency_weights, dtype=float)
+        self._prior_weights = (
+            None if prior is None or prior.latency_weights is None else np.array(prior.latency_weights, dtype=float)
+        )
         self.prior_stats = self.prior_loaded
         self.prior_tau2 = self.prior_tau2_mixed = np.zeros(nb)
         self.data = SufficientStats.zeros(k_max, nb)
@@ -60,8 +61,16 @@ class GoodputPosterior:
 
     def draw(self, rng: np.random.Generator, bucket: int, batch: int, draws: int | None = None):
         """Thompson draws of E(K) and of the step time at ``batch`` per K."""
-        tokens, t = draw_tokens_and_times(rng, self.acc_a, self.acc_b, self.post_m[bucket], self.post_k[bucket],
-                                          self.post_a[bucket], self.post_b[bucket], draws)
+        tokens, t = draw_tokens_and_times(
+            rng,
+            self.acc_a,
+            self.acc_b,
+            self.post_m[bucket],
+            self.post_k[bucket],
+            self.post_a[bucket],
+            self.post_b[bucket],
+            draws,
+        )
         return tokens, t * self.batch_ratio(batch, bucket)
 
     def batch_ratio(self, batch: int, bucket: int, k: int | None = None):
@@ -71,22 +80,37 @@ class GoodputPosterior:
         if k is None:
             model = latency_model.step_times(self._weights_list, batch, self._k_plus_1, self._drafts)
             return latency_fit.batch_ratio(model, self.cell_prior_mean[bucket])
-        return latency_fit.batch_ratio(latency_model.step_time(self._weights_list, batch, k),
-                                       self.cell_prior_mean[bucket, k])
+        return latency_fit.batch_ratio(
+            latency_model.step_time(self._weights_list, batch, k), self.cell_prior_mean[bucket, k]
+        )
 
     def latency_params(self, bucket: int | slice = slice(None)):
         """Normal-Inverse-Gamma posterior (m, k, a, b) of the mean step time per (bucket, K)."""
         p, d, cfg = self.prior_stats, self.data, self.config
         m0 = self.cell_prior_mean[bucket]
-        return nig.posterior(m0, cfg.cell_prior_count, NOISE_SHAPE, NOISE_SHAPE * (cfg.latency_cv * m0) ** 2,
-                             p.cell_n[bucket] + d.cell_n[bucket], p.cell_sum[bucket] + d.cell_sum[bucket],
-                             p.cell_sumsq[bucket] + d.cell_sumsq[bucket])
+        return nig.posterior(
+            m0,
+            cfg.cell_prior_count,
+            NOISE_SHAPE,
+            NOISE_SHAPE * (cfg.latency_cv * m0) ** 2,
+            p.cell_n[bucket] + d.cell_n[bucket],
+            p.cell_sum[bucket] + d.cell_sum[bucket],
+            p.cell_sumsq[bucket] + d.cell_sumsq[bucket],
+        )
 
     def mixed_step_posterior(self, bucket: int, prefill_tokens: int, batch: int):
         """Posterior (m, k, a, b) per K of a step at ``batch`` next to a chunk of ``prefill_tokens``."""
         decode_s = self.post_m[bucket] * self.batch_ratio(batch, bucket)
-        return chunk_cells.chunk_step_posterior(self.prior_stats, self.data, bucket, prefill_tokens, decode_s,
-                                                self.prefill_price, NOISE_SHAPE, self.config.latency_cv)
+        return chunk_cells.chunk_step_posterior(
+            self.prior_stats,
+            self.data,
+            bucket,
+            prefill_tokens,
+            decode_s,
+            self.prefill_price,
+            NOISE_SHAPE,
+            self.config.latency_cv,
+        )
 
     # ---- learning -----------------------------------------------------------------
 
@@ -188,8 +212,13 @@ class GoodputPosterior:
         """One cell's cached posterior, in plain floats (this runs every step)."""
         p, d, cfg = self.prior_stats, self.data, self.config
         m0 = float(self.cell_prior_mean[bucket, k])
-        out = nig.posterior_scalar(m0, cfg.cell_prior_count, NOISE_SHAPE, NOISE_SHAPE * (cfg.latency_cv * m0) ** 2,
-                                   float(p.cell_n[bucket, k] + d.cell_n[bucket, k]),
-                                   float(p.cell_sum[bucket, k] + d.cell_sum[bucket, k]),
-                                   float(p.cell_sumsq[bucket, k] + d.cell_sumsq[bucket, k]))
+        out = nig.posterior_scalar(
+            m0,
+            cfg.cell_prior_count,
+            NOISE_SHAPE,
+            NOISE_SHAPE * (cfg.latency_cv * m0) ** 2,
+            float(p.cell_n[bucket, k] + d.cell_n[bucket, k]),
+            float(p.cell_sum[bucket, k] + d.cell_sum[bucket, k]),
+            float(p.cell_sumsq[bucket, k] + d.cell_sumsq[bucket, k]),
+        )
         self.post_m[bucket, k], self.post_k[bucket, k], self.post_a[bucket, k], self.post_b[bucket, k] = out

@@ -53,8 +53,9 @@ class PriorWeigher:
         """tau^2 per bucket of the decode-only cells and of the cells next to a chunk; the
         latter is never below the former."""
         tau2 = self.cells.calibration_variance(*decode_only)
-        live = prior_conflict.at_chunk_size(data.mix_n, data.mix_sum, data.mix_sumsq, data.mix_p, self.chunk_slope,
-                                            self.chunk_p)
+        live = prior_conflict.at_chunk_size(
+            data.mix_n, data.mix_sum, data.mix_sumsq, data.mix_p, self.chunk_slope, self.chunk_p
+        )
         return tau2, np.maximum(tau2, self.mixed_cells.calibration_variance(*live))
 
     def weighed(self, tau2: np.ndarray, tau2_mixed: np.ndarray) -> SufficientStats:
@@ -66,5 +67,9 @@ class PriorWeigher:
         f = self.cells.kept_share(tau2)
         g = self.mixed_cells.kept_share(tau2_mixed)
         return dataclasses.replace(
-            p, cell_n=p.cell_n * f, cell_sum=p.cell_sum * f, cell_sumsq=p.cell_sumsq * f,
-            **{name: getattr(p, name) * g for name in MIXED_FIELDS})
+            p,
+            cell_n=p.cell_n * f,
+            cell_sum=p.cell_sum * f,
+            cell_sumsq=p.cell_sumsq * f,
+            **{name: getattr(p, name) * g for name in MIXED_FIELDS},
+        )

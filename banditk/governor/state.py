@@ -36,35 +36,58 @@ def _integer(lo: Callable[[GovernorConfig], int] | int, hi: Callable[[GovernorCo
         if isinstance(value, bool) or not isinstance(value, int) or not a <= value <= b:
             raise PriorFormatError(f"`{name}` must be an integer in [{a}, {b}], got {_short(value)}.")
         return value
+
     return check
 
 
 def _number(lo: float, hi: float):
     def check(value: object, cfg: GovernorConfig, name: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not lo <= value < hi:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or not lo <= value < hi
+        ):
             raise PriorFormatError(f"`{name}` must be a finite number in [{lo:g}, {hi:g}), got {_short(value)}.")
         return float(value)
+
     return check
 
 
-def _numbers(shape: Callable[[GovernorConfig], tuple[int, ...]], lo: float, hi: float, *, positive: bool = False,
-             integral: bool = False):
+def _numbers(
+    shape: Callable[[GovernorConfig], tuple[int, ...]],
+    lo: float,
+    hi: float,
+    *,
+    positive: bool = False,
+    integral: bool = False,
+):
     def check(value: object, cfg: GovernorConfig, name: str) -> np.ndarray:
         want = shape(cfg)
         ok_type = isinstance(value, list) and all(
             isinstance(v, list) if len(want) > 1 else (isinstance(v, (int, float)) and not isinstance(v, bool))
-            for v in value)
+            for v in value
+        )
         try:
             arr = np.asarray(value, dtype=float) if ok_type else None
         except (TypeError, ValueError, OverflowError):
             arr = None
-        if arr is None or arr.shape != want or not np.all(np.isfinite(arr)) or np.any(arr < lo) or np.any(arr > hi) \
-                or (positive and np.any(arr <= 0)) or (integral and np.any(arr != np.round(arr))):
+        if (
+            arr is None
+            or arr.shape != want
+            or not np.all(np.isfinite(arr))
+            or np.any(arr < lo)
+            or np.any(arr > hi)
+            or (positive and np.any(arr <= 0))
+            or (integral and np.any(arr != np.round(arr)))
+        ):
             kind = "positive" if positive else f"in [{lo:g}, {hi:g}]"
-            raise PriorFormatError(f"`{name}` must be {'integers' if integral else 'finite numbers'} {kind} "
-                                   f"of shape {list(want)}, got {_short(value)}.")
+            raise PriorFormatError(
+                f"`{name}` must be {'integers' if integral else 'finite numbers'} {kind} "
+                f"of shape {list(want)}, got {_short(value)}."
+            )
         return arr.astype(np.int64) if integral else arr
+
     return check
 
 
@@ -93,8 +116,9 @@ def _decode_only(value: object, cfg: GovernorConfig, name: str) -> tuple[np.ndar
         raise PriorFormatError(f"`{name}` must be an object with keys {list(DECODE_ONLY_KEYS)}, got {_short(value)}.")
     cells = _numbers(lambda c: (c.num_buckets, c.k_max + 1), 0.0, 1e300)
     shape = (cfg.num_buckets, cfg.k_max + 1)
-    return tuple(cells(value[key], cfg, f"{name}.{key}") if key in value else np.zeros(shape)
-                 for key in DECODE_ONLY_KEYS)
+    return tuple(
+        cells(value[key], cfg, f"{name}.{key}") if key in value else np.zeros(shape) for key in DECODE_ONLY_KEYS
+    )
 
 
 _cells = lambda c: (c.num_buckets, c.k_max + 1)  # noqa: E731
@@ -149,5 +173,7 @@ def read_state(state: object, cfg: GovernorConfig) -> dict:
 
 def jsonable_rng_state(state: dict) -> dict:
     """A bit generator's state with numpy integers made plain ints (JSON types)."""
-    return {k: (jsonable_rng_state(v) if isinstance(v, dict) else int(v) if not isinstance(v, str) else v)
-            for k, v in state.items()}
+    return {
+        k: (jsonable_rng_state(v) if isinstance(v, dict) else int(v) if not isinstance(v, str) else v)
+        for k, v in state.items()
+    }

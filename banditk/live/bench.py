@@ -49,18 +49,59 @@ class Load:
 
 
 def _client_args(base_url: str, model: str, load: Load, result_path: Path) -> list[str]:
-    return ["--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions", "--model", model,
-            "--dataset-name", "random", "--random-input-len", str(load.input_len),
-            "--random-output-len", str(load.output_len), "--random-range-ratio", "0",
-            "--num-prompts", str(load.num_prompts), "--max-concurrency", str(load.concurrency),
-            "--request-rate", "inf", "--seed", str(load.seed), "--ignore-eos", "--temperature", "0",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99",
-            "--save-result", "--result-dir", str(result_path.parent), "--result-filename", result_path.name,
-            "--disable-tqdm"]
+    return [
+        "--backend",
+        "vllm",
+        "--base-url",
+        base_url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        model,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(load.input_len),
+        "--random-output-len",
+        str(load.output_len),
+        "--random-range-ratio",
+        "0",
+        "--num-prompts",
+        str(load.num_prompts),
+        "--max-concurrency",
+        str(load.concurrency),
+        "--request-rate",
+        "inf",
+        "--seed",
+        str(load.seed),
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,95,99",
+        "--save-result",
+        "--result-dir",
+        str(result_path.parent),
+        "--result-filename",
+        result_path.name,
+        "--disable-tqdm",
+    ]
 
 
-def run_warm_then_measure(base_url: str, model: str, warm: Load, measure: Load, *, min_requests: int,
-                          min_seconds: float, run_dir: Path, tag: str, timeout_s: float = 3600) -> tuple[dict, dict]:
+def run_warm_then_measure(
+    base_url: str,
+    model: str,
+    warm: Load,
+    measure: Load,
+    *,
+    min_requests: int,
+    min_seconds: float,
+    run_dir: Path,
+    tag: str,
+    timeout_s: float = 3600,
+) -> tuple[dict, dict]:
     """One warm-up batch (``warm``), then ``measure`` with at least ``min_requests`` requests or
     ``min_seconds`` of load (sized from the warm-up's duration), in one client process.
 
@@ -70,12 +111,22 @@ def run_warm_then_measure(base_url: str, model: str, warm: Load, measure: Load, 
     run_dir.mkdir(parents=True, exist_ok=True)
     warm_path, result_path = run_dir / f"warmup_{tag}.json", run_dir / f"bench_{tag}.json"
     times_path, log_path = run_dir / f"times_{tag}.json", run_dir / f"bench_{tag}.log"
-    spec = {"warmup": _client_args(base_url, model, warm, warm_path), "warmup_result": str(warm_path),
-            "measure": _client_args(base_url, model, measure, result_path), "concurrency": measure.concurrency,
-            "min_requests": min_requests, "min_seconds": min_seconds, "times": str(times_path)}
+    spec = {
+        "warmup": _client_args(base_url, model, warm, warm_path),
+        "warmup_result": str(warm_path),
+        "measure": _client_args(base_url, model, measure, result_path),
+        "concurrency": measure.concurrency,
+        "min_requests": min_requests,
+        "min_seconds": min_seconds,
+        "times": str(times_path),
+    }
     with open(log_path, "w") as log:
-        r = subprocess.run([sys.executable, "-c", _WARM_THEN_MEASURE, json.dumps(spec)], stdout=log,
-                           stderr=subprocess.STDOUT, timeout=timeout_s)
+        r = subprocess.run(
+            [sys.executable, "-c", _WARM_THEN_MEASURE, json.dumps(spec)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=timeout_s,
+        )
     if r.returncode != 0 or not result_path.exists() or not times_path.exists():
         tail = Path(log_path).read_text(errors="replace")[-3000:]
         raise RuntimeError(f"vLLM's benchmark client failed (exit {r.returncode}):\n{tail}")

@@ -14,8 +14,16 @@ from pathlib import Path
 from ..errors import ConfigError
 
 
-def speculative_config(policy: str, *, draft: str, k_max: int, method: str = "draft_model",
-                       work_dir: Path | None = None, prior: Path | None = None, seed: int = 0) -> dict | None:
+def speculative_config(
+    policy: str,
+    *,
+    draft: str,
+    k_max: int,
+    method: str = "draft_model",
+    work_dir: Path | None = None,
+    prior: Path | None = None,
+    seed: int = 0,
+) -> dict | None:
     """The ``--speculative-config`` for ``policy``; None for ``nospec``.
 
     >>> speculative_config("fixed:2", draft="/d", k_max=3)["num_speculative_tokens"]
@@ -52,4 +60,6 @@ def speculative_config(policy: str, *, draft: str, k_max: int, method: str = "dr
                 raise ConfigError("live policy 'bandit+prior' needs a prior file.")
             gc["prior"] = str(prior)
         return {**base, "governor": "bandit", "governor_config": gc}
-    raise ConfigError(f"Unknown live policy {policy!r}; expected nospec, fixed:K, table:[[lo,hi,K],...], bandit, bandit+prior, random.")
+    raise ConfigError(
+        f"Unknown live policy {policy!r}; expected nospec, fixed:K, table:[[lo,hi,K],...], bandit, bandit+prior, random."
+    )

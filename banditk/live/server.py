@@ -40,13 +40,30 @@ class VllmServer:
         args: extra command-line arguments.
     """
 
-    def __init__(self, model: str, log_path: Path, speculative_config: dict | None = None,
-                 env: dict[str, str] | None = None, args: list[str] | None = None, port: int | None = None) -> None:
+    def __init__(
+        self,
+        model: str,
+        log_path: Path,
+        speculative_config: dict | None = None,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        port: int | None = None,
+    ) -> None:
         self.model = model
         self.port = port or free_port()
         self.log_path = Path(log_path)
-        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1",
-               "--port", str(self.port), *(args or [])]
+        cmd = [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            *(args or []),
+        ]
         if speculative_config is not None:
             cmd += ["--speculative-config", json.dumps(speculative_config)]
         self.cmd = cmd
@@ -57,17 +74,20 @@ class VllmServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 300.0) -> "VllmServer":
+    def start(self, timeout_s: float = 300.0) -> VllmServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")
         # Own process group, so stop() reaches the engine-core child as well.
-        self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+        )
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ServerError(f"vLLM server exited with code {self.proc.returncode} during start-up:\n{self.log_tail()}")
+                raise ServerError(
+                    f"vLLM server exited with code {self.proc.returncode} during start-up:\n{self.log_tail()}"
+                )
             try:
                 with urllib.request.urlopen(f"{self.base_url}/v1/models", timeout=2) as r:
                     if r.status == 200:
@@ -97,7 +117,7 @@ class VllmServer:
         except OSError:
             return "(no log)"
 
-    def __enter__(self) -> "VllmServer":
+    def __enter__(self) -> VllmServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

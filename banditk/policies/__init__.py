@@ -14,11 +14,21 @@ from .ucb import UCBPolicy
 
 __all__ = ["Policy", "FixedPolicy", "NoSpecPolicy", "TablePolicy", "UCBPolicy", "make_policy", "POLICY_SPECS"]
 
-POLICY_SPECS = ("bandit", "nospec", "fixed:K", "table:[[lo,hi,K],...]", "ucb", "peer:sglang", "peer:vllm-adaptive-k",
-                "random")
+POLICY_SPECS = (
+    "bandit",
+    "nospec",
+    "fixed:K",
+    "table:[[lo,hi,K],...]",
+    "ucb",
+    "peer:sglang",
+    "peer:vllm-adaptive-k",
+    "random",
+)
 
 
-def make_policy(spec: str, *, k_max: int, drafter_class: str, seed: int = 0, config: dict | None = None, prior=None) -> Policy:
+def make_policy(
+    spec: str, *, k_max: int, drafter_class: str, seed: int = 0, config: dict | None = None, prior=None
+) -> Policy:
     """Build a policy from its name.
 
     Args:

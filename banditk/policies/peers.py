@@ -58,8 +58,16 @@ class SGLangAdaptivePeer:
 
     name = "peer:sglang"
 
-    def __init__(self, *, k_max: int, candidates: tuple[int, ...] | None = None, ema: float = 0.05,
-                 up_margin: float = 0.4, down_margin: float = 1.2, min_dwell: int = 32) -> None:
+    def __init__(
+        self,
+        *,
+        k_max: int,
+        candidates: tuple[int, ...] | None = None,
+        ema: float = 0.05,
+        up_margin: float = 0.4,
+        down_margin: float = 1.2,
+        min_dwell: int = 32,
+    ) -> None:
         self.k_max = _check_k_max(k_max)
         cands = tuple(candidates) if candidates is not None else tuple(range(1, k_max + 1))
         if not cands or any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c <= k_max for c in cands):
@@ -137,8 +145,16 @@ class VllmAdaptiveKPeer:
 
     name = "peer:vllm-adaptive-k"
 
-    def __init__(self, *, k_max: int, table: object = None, window: int = 256, probe_every: int = 64,
-                 hysteresis: float = 0.05, threshold: float = 0.5) -> None:
+    def __init__(
+        self,
+        *,
+        k_max: int,
+        table: object = None,
+        window: int = 256,
+        probe_every: int = 64,
+        hysteresis: float = 0.05,
+        threshold: float = 0.5,
+    ) -> None:
         self.k_max = _check_k_max(k_max)
         if table is None:
             table = [[1, 10**9, k_max]]

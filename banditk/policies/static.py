@@ -77,8 +77,11 @@ def parse_table(spec: object, k_max: int) -> list[tuple[int, int, int]]:
     out: list[tuple[int, int, int]] = []
     previous_end = 0
     for entry in spec:
-        if (not isinstance(entry, (list, tuple)) or len(entry) != 3
-                or any(isinstance(v, bool) or not isinstance(v, int) for v in entry)):
+        if (
+            not isinstance(entry, (list, tuple))
+            or len(entry) != 3
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in entry)
+        ):
             raise ConfigError(f"table entry must be [lo, hi, K] integers, got {entry!r} in {text!r}.")
         lo, hi, k = entry
         if lo < 1 or hi < lo:

@@ -20,5 +20,15 @@ from .oracle import OraclePolicy, regret_fraction
 from .run import RunResult, run_policy
 from .scenario import Scenario, ScenarioError, load_scenario, parse_scenario
 
-__all__ = ["Simulator", "SimulationError", "OraclePolicy", "regret_fraction", "RunResult", "run_policy",
-           "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
+__all__ = [
+    "Simulator",
+    "SimulationError",
+    "OraclePolicy",
+    "regret_fraction",
+    "RunResult",
+    "run_policy",
+    "Scenario",
+    "ScenarioError",
+    "load_scenario",
+    "parse_scenario",
+]

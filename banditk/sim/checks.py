@@ -42,7 +42,7 @@ def steps_to_settle(k, change_at: int, end: int, window: int = 100, frac: float 
     k = k[k >= 0]
     if k.size <= window:
         return 0
-    tail = k[-max(k.size // 4, 1):]
+    tail = k[-max(k.size // 4, 1) :]
     vals, counts = np.unique(tail, return_counts=True)
     m = vals[np.argmax(counts)]
     hit = (k == m).astype(float)

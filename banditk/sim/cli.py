@@ -18,9 +18,11 @@ from .policies import SIM_POLICY_SPECS
 def add_sim_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``sim`` sub-command to an argparse ``subparsers`` object."""
     p = subparsers.add_parser(
-        "sim", help="simulate one policy on a scenario file",
+        "sim",
+        help="simulate one policy on a scenario file",
         description="Simulate a policy on a scenario (JSON) and write the report (throughput, TPOT/TTFT "
-                    "percentiles, K switches, regret against the oracle).")
+        "percentiles, K switches, regret against the oracle).",
+    )
     p.add_argument("--scenario", required=True, help="scenario JSON file (see experiments/scenarios/)")
     p.add_argument("--policy", required=True, help="one of: " + ", ".join(SIM_POLICY_SPECS))
     p.add_argument("--steps", type=int, default=None, help="steps to simulate (default: the scenario's)")
@@ -46,8 +48,9 @@ def run_sim(args: argparse.Namespace) -> int:
         prog = None
         if not args.no_progress and steps >= 5000:
             prog = progress_bar(f"sim {args.policy}")
-        res = run_policy(scn, args.policy, seed=args.seed, steps=steps, warmup=args.warmup,
-                         prior_path=args.prior, progress=prog)
+        res = run_policy(
+            scn, args.policy, seed=args.seed, steps=steps, warmup=args.warmup, prior_path=args.prior, progress=prog
+        )
     except (BanditkError, ValueError) as e:
         print(f"banditk sim: error: {e}", file=sys.stderr)
         return 2
@@ -58,18 +61,23 @@ def run_sim(args: argparse.Namespace) -> int:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(text + "\n")
         s = res.summary
-        print(f"{s['policy']}: {s['throughput_tok_s']:.1f} tok/s, p99 TPOT {1e3 * (s['tpot_p99_s'] or 0):.1f} ms, "
-              f"regret {100 * s['regret_fraction']:.2f}%, {s['k_switches_per_1000']:.1f} switches/1000 -> "
-              f"{args.json_out}", file=sys.stderr)
+        print(
+            f"{s['policy']}: {s['throughput_tok_s']:.1f} tok/s, p99 TPOT {1e3 * (s['tpot_p99_s'] or 0):.1f} ms, "
+            f"regret {100 * s['regret_fraction']:.2f}%, {s['k_switches_per_1000']:.1f} switches/1000 -> "
+            f"{args.json_out}",
+            file=sys.stderr,
+        )
     return 0
 
 
 def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``sweep`` sub-command (EVALUATION.md's simulator protocol for one scenario)."""
     p = subparsers.add_parser(
-        "sweep", help="run the evaluation protocol on a scenario",
+        "sweep",
+        help="run the evaluation protocol on a scenario",
         description="Run EVALUATION.md's simulator protocol (every policy x concurrency point x seed, "
-                    "regret over 20,000 steps, convergence) and write report.json and PNG plots.")
+        "regret over 20,000 steps, convergence) and write report.json and PNG plots.",
+    )
     p.add_argument("--scenario", required=True, help="scenario JSON file")
     p.add_argument("--out", default=None, help="output folder (default results/sweep-<scenario>)")
     p.add_argument("--quick", action="store_true", help="CI size: 3 points, 1 seed, short runs")

@@ -51,9 +51,12 @@ class DrafterCost:
 
     def _fwd(self, tokens: np.ndarray, logits: np.ndarray, mode: str) -> np.ndarray:
         return forward_time(
-            self.hw, tokens=tokens, weight_bytes=self.weight_bytes,
+            self.hw,
+            tokens=tokens,
+            weight_bytes=self.weight_bytes,
             flops=self.flops_per_token * tokens + self.flops_per_logit * logits,
-            n_layers=self.d.n_layers, mode=mode,
+            n_layers=self.d.n_layers,
+            mode=mode,
         )
 
     def time(self, ks: np.ndarray, n_dec: int, mode: str) -> np.ndarray:

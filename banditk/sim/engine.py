@@ -60,10 +60,20 @@ class Trace:
     preemptions: np.ndarray
 
     @classmethod
-    def empty(cls, n: int) -> "Trace":
+    def empty(cls, n: int) -> Trace:
         f = lambda dt: np.zeros(n, dtype=dt)  # noqa: E731
-        t = cls(f(float), f(np.int16), f(np.int32), f(np.int32), f(float), f(float), f(float), f(np.int16),
-                f(float), f(np.int32))
+        t = cls(
+            f(float),
+            f(np.int16),
+            f(np.int32),
+            f(np.int32),
+            f(float),
+            f(float),
+            f(float),
+            f(np.int16),
+            f(float),
+            f(np.int32),
+        )
         t.k[:] = -1
         t.k_star[:] = -1
         return t
@@ -85,8 +95,11 @@ def _kv_bytes_per_token(model, request_tokens: int) -> float:
 
     Sliding-window layers hold at most ``swa_window`` tokens of each request.
     """
-    swa = model.swa_kv_bytes_per_token * min(1.0, model.swa_window / max(request_tokens, 1)) \
-        if model.swa_kv_bytes_per_token else 0.0
+    swa = (
+        model.swa_kv_bytes_per_token * min(1.0, model.swa_window / max(request_tokens, 1))
+        if model.swa_kv_bytes_per_token
+        else 0.0
+    )
     return model.kv_bytes_per_token + swa
 
 
@@ -100,8 +113,10 @@ def kv_capacity_tokens(model_name: str, hardware_name: str, request_tokens: int,
     weights = m.total_params * m.bytes_per_param + m.lm_head_params * m.lm_head_bytes_per_param * 2
     free = utilization * hw.memory_bytes - weights
     if free <= 0:
-        raise ValueError(f"`model`={model_name!r} ({weights / 1e9:.0f} GB of weights) does not fit `hardware`="
-                         f"{hardware_name!r} ({hw.memory_bytes / 1e9:.0f} GB) at memory utilization {utilization}")
+        raise ValueError(
+            f"`model`={model_name!r} ({weights / 1e9:.0f} GB of weights) does not fit `hardware`="
+            f"{hardware_name!r} ({hw.memory_bytes / 1e9:.0f} GB) at memory utilization {utilization}"
+        )
     return int(free / max(_kv_bytes_per_token(m, request_tokens), 1.0))
 
 
@@ -126,8 +141,9 @@ class Simulator:
             scenario's ``dynamic_cudagraph`` then applies); False for static K.
     """
 
-    def __init__(self, scenario: Scenario, policy: Policy, *, seed: int = 0, speculation: bool = True,
-                 dynamic: bool = True) -> None:
+    def __init__(
+        self, scenario: Scenario, policy: Policy, *, seed: int = 0, speculation: bool = True, dynamic: bool = True
+    ) -> None:
         self.scn = scenario
         self.policy = policy
         self.spec = bool(speculation)
@@ -142,9 +158,9 @@ class Simulator:
         self.disp = scenario.request_dispersion
         self.kv_cap = self.wl.get("kv_capacity_tokens") or default_kv_capacity(scenario)
         open_loop = self.wl.get("arrival_rate") is not None or any(
-            p.workload and p.workload.get("arrival_rate") is not None for p in scenario.phases)
-        conc = [self.wl.get("concurrency") or 0] + [
-            (p.workload or {}).get("concurrency") or 0 for p in scenario.phases]
+            p.workload and p.workload.get("arrival_rate") is not None for p in scenario.phases
+        )
+        conc = [self.wl.get("concurrency") or 0] + [(p.workload or {}).get("concurrency") or 0 for p in scenario.phases]
         n = self.wl["max_num_seqs"] if open_loop else max(conc)
         self.n_slots = int(max(n, 1))
         s = self.n_slots
@@ -185,8 +201,9 @@ class Simulator:
                 self._draw_alpha(live)
             if ph.workload:
                 was_open = self.wl.get("arrival_rate") is not None
-                self.wl.update({k: v for k, v in ph.workload.items() if k in ("concurrency", "arrival_rate")
-                                or v is not None})
+                self.wl.update(
+                    {k: v for k, v in ph.workload.items() if k in ("concurrency", "arrival_rate") or v is not None}
+                )
                 if self.wl.get("arrival_rate") is not None and (not was_open or "arrival_rate" in ph.workload):
                     self._next_arrival = self._draw_interarrival()
                 elif self.wl.get("arrival_rate") is None:
@@ -241,8 +258,9 @@ class Simulator:
         else:
             lam = self._rate
         if not mixed:
-            self._rate = best_ratio if self._rate is None else self._rate + ORACLE_RATE_WEIGHT * (
-                best_ratio - self._rate)
+            self._rate = (
+                best_ratio if self._rate is None else self._rate + ORACLE_RATE_WEIGHT * (best_ratio - self._rate)
+            )
         score = tok_k - lam * times
         return int(np.argmax(score)), score, lam
 
@@ -320,9 +338,15 @@ class Simulator:
             k_star, score, lam = self._oracle(tok_k, times, bool(chunks.size))
             if self._is_oracle:
                 self.policy.next_k = k_star
-            ctx = StepContext(num_decoding=n_dec, k_max=k_max, drafter_class=self.scn.drafter_class,
-                              kv_usage=min(1.0, used / self.kv_cap), queue_len=queue, num_scheduled=n_sched,
-                              prefill_tokens=int(chunks.sum()))
+            ctx = StepContext(
+                num_decoding=n_dec,
+                k_max=k_max,
+                drafter_class=self.scn.drafter_class,
+                kv_usage=min(1.0, used / self.kv_cap),
+                queue_len=queue,
+                num_scheduled=n_sched,
+                prefill_tokens=int(chunks.sum()),
+            )
             decision = self.policy.select(ctx)
             k = int(decision.k)
             if not 0 <= k <= k_max:
@@ -393,8 +417,10 @@ class Simulator:
         self.now = end
         if decision is not None:
             drafted = np.full(n_dec, k, dtype=np.int64)
-            self.policy.observe(decision, StepOutcome(drafted=drafted, accepted=acc, step_duration_s=t_obs,
-                                                      prefill_tokens=int(chunks.sum())))
+            self.policy.observe(
+                decision,
+                StepOutcome(drafted=drafted, accepted=acc, step_duration_s=t_obs, prefill_tokens=int(chunks.sum())),
+            )
         if trace is not None:
             i = self.step_idx
             trace.duration[i] = t_obs

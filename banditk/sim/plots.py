@@ -24,8 +24,10 @@ def plot_report(report: dict, out_dir: str | Path) -> list[str]:
     labels = [p for p in res if p.startswith("c") and p[1:].isdigit()]
     cs = [int(p[1:]) for p in labels]
     pols = report["protocol"]["policies"]
-    for metric, fname, ylabel in (("throughput_tok_s", "throughput_vs_concurrency.png", "output tok/s"),
-                                  ("tpot_p99_s", "p99_tpot_vs_concurrency.png", "p99 TPOT (s)")):
+    for metric, fname, ylabel in (
+        ("throughput_tok_s", "throughput_vs_concurrency.png", "output tok/s"),
+        ("tpot_p99_s", "p99_tpot_vs_concurrency.png", "p99 TPOT (s)"),
+    ):
         if not labels:
             break
         fig, ax = plt.subplots(figsize=(8, 5))
@@ -55,8 +57,14 @@ def plot_report(report: dict, out_dir: str | Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(8, 5))
         for p, d in report["regret"].items():
             for i, r in enumerate(d["runs"]):
-                ax.plot(r["step"], [100 * v for v in r["regret_fraction"]], lw=1.2, alpha=0.8,
-                        color=f"C{list(report['regret']).index(p)}", label=p if i == 0 else None)
+                ax.plot(
+                    r["step"],
+                    [100 * v for v in r["regret_fraction"]],
+                    lw=1.2,
+                    alpha=0.8,
+                    color=f"C{list(report['regret']).index(p)}",
+                    label=p if i == 0 else None,
+                )
         ax.axhline(3.0, color="k", ls=":", lw=1, label="3% threshold (flat prior)")
         ax.set_xlabel("step")
         ax.set_ylabel("cumulative regret, % of oracle tokens")

@@ -21,8 +21,18 @@ from ..policies.base import Policy
 from .oracle import OraclePolicy
 from .scenario import Scenario
 
-SIM_POLICY_SPECS = ("bandit", "bandit+prior", "nospec", "fixed:K", "table", "table:[[lo,hi,K],...]", "ucb",
-                    "peer:sglang", "peer:vllm-adaptive-k", "oracle")
+SIM_POLICY_SPECS = (
+    "bandit",
+    "bandit+prior",
+    "nospec",
+    "fixed:K",
+    "table",
+    "table:[[lo,hi,K],...]",
+    "ucb",
+    "peer:sglang",
+    "peer:vllm-adaptive-k",
+    "oracle",
+)
 
 
 @dataclass
@@ -56,7 +66,11 @@ def find_shipped_prior(scn: Scenario, root: str | Path | None = None) -> Path | 
     for p in sorted(d.glob("*.json")):
         n = p.name.replace("_", "-")
         stem = n[: -len(".json")]
-        if cls in stem and (stem == scn.hardware or stem.endswith("-" + scn.hardware)) and not any(c in n for c in longer):
+        if (
+            cls in stem
+            and (stem == scn.hardware or stem.endswith("-" + scn.hardware))
+            and not any(c in n for c in longer)
+        ):
             return p
     return None
 
@@ -95,8 +109,10 @@ def build_policy(spec: str, scn: Scenario, *, seed: int = 0, prior_path: str | P
     if spec == "bandit+prior" and prior_path is None:
         prior_path = find_shipped_prior(scn)
         if prior_path is None:
-            raise ConfigError(f"`--policy`='bandit+prior': no prior given (--prior) and none shipped for "
-                              f"drafter class {cls!r} on {scn.hardware!r} under priors/.")
+            raise ConfigError(
+                f"`--policy`='bandit+prior': no prior given (--prior) and none shipped for "
+                f"drafter class {cls!r} on {scn.hardware!r} under priors/."
+            )
     prior = None
     if prior_path is not None and spec in ("bandit", "bandit+prior"):
         from ..priorfile import load_prior

@@ -53,18 +53,29 @@ class ProtocolConfig:
     quick: bool = False
 
     @classmethod
-    def quick_mode(cls, **kw) -> "ProtocolConfig":
+    def quick_mode(cls, **kw) -> ProtocolConfig:
         """A CI-sized protocol: 3 points, 1 seed, short runs (results are not the protocol's)."""
-        base = dict(points=QUICK_POINTS, seeds=(0,), warmup=100, measured=600, regret_steps=3000,
-                    convergence_levels=(4, 32, 4), convergence_phase_steps=800, quick=True)
+        base = dict(
+            points=QUICK_POINTS,
+            seeds=(0,),
+            warmup=100,
+            measured=600,
+            regret_steps=3000,
+            convergence_levels=(4, 32, 4),
+            convergence_phase_steps=800,
+            quick=True,
+        )
         base.update(kw)
         return cls(**base)
 
 
 def default_policies(scn: Scenario, prior_path: str | None) -> list[str]:
     """nospec, fixed:1..K_max, table, ucb, both peers, bandit, bandit+prior (if a prior exists), oracle."""
-    pols = ["nospec"] + [f"fixed:{k}" for k in range(1, scn.k_max + 1)] + [
-        "table", "ucb", "peer:sglang", "peer:vllm-adaptive-k", "bandit"]
+    pols = (
+        ["nospec"]
+        + [f"fixed:{k}" for k in range(1, scn.k_max + 1)]
+        + ["table", "ucb", "peer:sglang", "peer:vllm-adaptive-k", "bandit"]
+    )
     if prior_path or find_shipped_prior(scn):
         pols.append("bandit+prior")
     return pols + ["oracle"]
@@ -73,10 +84,16 @@ def default_policies(scn: Scenario, prior_path: str | None) -> list[str]:
 def _job(args: tuple) -> tuple:
     kind, key, scn, spec, seed, steps, warmup, prior = args
     try:
-        res = run_policy(scn, spec, seed=seed, steps=steps, warmup=warmup,
-                         # `bandit` is the flat prior (EVALUATION.md); only `bandit+prior` starts from one.
-                         prior_path=prior if spec == "bandit+prior" and prior else None,
-                         keep_trace=kind != "point")
+        res = run_policy(
+            scn,
+            spec,
+            seed=seed,
+            steps=steps,
+            warmup=warmup,
+            # `bandit` is the flat prior (EVALUATION.md); only `bandit+prior` starts from one.
+            prior_path=prior if spec == "bandit+prior" and prior else None,
+            keep_trace=kind != "point",
+        )
     except Exception as e:  # a failing policy is reported, not fatal to the protocol
         return kind, key, spec, seed, None, {"error": f"{type(e).__name__}: {e}"}
     extra = {}
@@ -85,8 +102,11 @@ def _job(args: tuple) -> tuple:
         cum_o = np.cumsum(tr.oracle_tokens)
         cum_r = np.cumsum(tr.oracle_tokens - tr.expected_tokens)
         idx = np.unique(np.linspace(0, steps - 1, 200).astype(int))
-        extra = {"step": idx.tolist(), "regret_fraction": (cum_r[idx] / np.maximum(cum_o[idx], 1e-9)).tolist(),
-                 "regret_tokens": cum_r[idx].tolist()}
+        extra = {
+            "step": idx.tolist(),
+            "regret_fraction": (cum_r[idx] / np.maximum(cum_o[idx], 1e-9)).tolist(),
+            "regret_tokens": cum_r[idx].tolist(),
+        }
     elif kind == "convergence":
         tr = res.trace
         extra = {"k": tr.k.tolist(), "k_star": tr.k_star.tolist(), "n_dec": tr.n_dec.tolist()}
@@ -114,8 +134,17 @@ def _stats(values: list[float | None]) -> dict:
     return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max()), "values": values}
 
 
-METRICS = ("throughput_tok_s", "tpot_p50_s", "tpot_p95_s", "tpot_p99_s", "ttft_p99_s", "k_switches_per_1000",
-           "regret_fraction", "mean_k", "preemptions")
+METRICS = (
+    "throughput_tok_s",
+    "tpot_p50_s",
+    "tpot_p95_s",
+    "tpot_p99_s",
+    "ttft_p99_s",
+    "k_switches_per_1000",
+    "regret_fraction",
+    "mean_k",
+    "preemptions",
+)
 
 
 def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -> dict:
@@ -133,8 +162,9 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
         for spec in pols:
             for seed in cfg.seeds:
                 jobs.append(("point", label, s, spec, seed, steps, cfg.warmup, prior))
-    regret_pols = [p for p in pols if p in ("bandit", "bandit+prior", "ucb", "peer:sglang",
-                                            "peer:vllm-adaptive-k", "table")]
+    regret_pols = [
+        p for p in pols if p in ("bandit", "bandit+prior", "ucb", "peer:sglang", "peer:vllm-adaptive-k", "table")
+    ]
     rs = copy.deepcopy(scn)
     for spec in regret_pols:
         for seed in cfg.seeds:
@@ -158,12 +188,15 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
                 sys.stderr.flush()
     if progress:
         sys.stderr.write("\n")
-    errors = [{"kind": kind, "point": key, "policy": spec, "seed": seed, "error": extra["error"]}
-              for kind, key, spec, seed, summ, extra in results if summ is None]
+    errors = [
+        {"kind": kind, "point": key, "policy": spec, "seed": seed, "error": extra["error"]}
+        for kind, key, spec, seed, summ, extra in results
+        if summ is None
+    ]
     results = [r for r in results if r[4] is not None]
     # Aggregate points.
     table: dict[str, dict[str, dict]] = {}
-    for kind, key, spec, seed, summ, _ in results:
+    for kind, key, spec, _seed, summ, _ in results:
         if kind == "point":
             table.setdefault(key, {}).setdefault(spec, []).append(summ)
     per_point: dict[str, dict[str, dict]] = {}
@@ -184,9 +217,10 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
     regret: dict[str, dict] = {}
     for kind, _, spec, seed, summ, extra in results:
         if kind == "regret":
-            regret.setdefault(spec, {"runs": []})["runs"].append({"seed": seed, "final": summ["regret_fraction"],
-                                                                   "switches": summ["k_switches_per_1000"], **extra})
-    for spec, d in regret.items():
+            regret.setdefault(spec, {"runs": []})["runs"].append(
+                {"seed": seed, "final": summ["regret_fraction"], "switches": summ["k_switches_per_1000"], **extra}
+            )
+    for d in regret.values():
         d["runs"].sort(key=lambda r: r["seed"])
         d["final"] = _stats([r["final"] for r in d["runs"]])
     for subj, key in (("bandit", "regret_fraction_flat_prior"), ("bandit+prior", "regret_fraction_shipped_prior")):
@@ -194,41 +228,77 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
         note = f"{cfg.regret_steps} steps" + (" (quick mode: fewer than the protocol's 20,000)" if cfg.quick else "")
         if subj == "bandit+prior" and subj not in pols:
             note = "no shipped prior for this drafter class and hardware"
-        check_list.append(checks._rec(key, subj, "scenario", v, checks.THRESHOLDS[key],
-                                      None if v is None else v <= checks.THRESHOLDS[key], note))
+        check_list.append(
+            checks._rec(
+                key,
+                subj,
+                "scenario",
+                v,
+                checks.THRESHOLDS[key],
+                None if v is None else v <= checks.THRESHOLDS[key],
+                note,
+            )
+        )
     # Convergence.
     conv: dict[str, dict] = {}
     per = cfg.convergence_phase_steps
-    for kind, _, spec, seed, summ, extra in results:
+    for kind, _, spec, _seed, summ, extra in results:
         if kind == "convergence":
-            settle = [checks.steps_to_settle(extra["k"], i * per, (i + 1) * per)
-                      for i in range(1, len(cfg.convergence_levels))]
-            conv[spec] = {"levels": list(cfg.convergence_levels), "phase_steps": per, "steps_to_settle": settle,
-                          "k_switches_per_1000": summ["k_switches_per_1000"], **extra}
+            settle = [
+                checks.steps_to_settle(extra["k"], i * per, (i + 1) * per)
+                for i in range(1, len(cfg.convergence_levels))
+            ]
+            conv[spec] = {
+                "levels": list(cfg.convergence_levels),
+                "phase_steps": per,
+                "steps_to_settle": settle,
+                "k_switches_per_1000": summ["k_switches_per_1000"],
+                **extra,
+            }
     for subj in subjects:
         st = conv.get(subj, {}).get("steps_to_settle")
         v = max(st) if st else None
-        check_list.append(checks._rec("steps_to_settle", subj, "steps", v, checks.THRESHOLDS["steps_to_settle"],
-                                      None if v is None else v <= checks.THRESHOLDS["steps_to_settle"],
-                                      f"concurrency {'->'.join(map(str, cfg.convergence_levels))}, per change {st}"))
+        check_list.append(
+            checks._rec(
+                "steps_to_settle",
+                subj,
+                "steps",
+                v,
+                checks.THRESHOLDS["steps_to_settle"],
+                None if v is None else v <= checks.THRESHOLDS["steps_to_settle"],
+                f"concurrency {'->'.join(map(str, cfg.convergence_levels))}, per change {st}",
+            )
+        )
     counts = {s: sum(1 for c in check_list if c["status"] == s) for s in ("pass", "fail", "not_run")}
     return {
         "scenario": scn.raw or {"name": scn.name},
         "scenario_name": scn.name,
-        "protocol": {**asdict(cfg), "points_run": [p[0] for p in points], "policies": pols,
-                     "thresholds": checks.THRESHOLDS, "prior": prior},
+        "protocol": {
+            **asdict(cfg),
+            "points_run": [p[0] for p in points],
+            "policies": pols,
+            "thresholds": checks.THRESHOLDS,
+            "prior": prior,
+        },
         "results": per_point,
         "checks": check_list,
         "check_counts": counts,
         "errors": errors,
         "regret": regret,
         "convergence": conv,
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpus": os.cpu_count(), "numpy": np.__version__},
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "numpy": np.__version__,
+        },
         "wall_s": time.time() - t0,
         "quick": cfg.quick,
-        "note": ("quick mode: fewer points, seeds and steps than EVALUATION.md; the checks are indicative"
-                 if cfg.quick else "full EVALUATION.md simulator protocol"),
+        "note": (
+            "quick mode: fewer points, seeds and steps than EVALUATION.md; the checks are indicative"
+            if cfg.quick
+            else "full EVALUATION.md simulator protocol"
+        ),
     }
 
 

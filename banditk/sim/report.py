@@ -36,12 +36,17 @@ def print_checks(report: dict, stream=None) -> None:
     out.write(f"\n== {report['scenario_name']}: output tok/s (median over seeds) ==\n")
     out.write(f"{'point':>10} " + " ".join(f"{p[:12]:>12}" for p in pols) + "\n")
     for lab, d in res.items():
-        out.write(f"{lab:>10} " + " ".join(
-            f"{_fmt(d[p]['throughput_tok_s']['median']) if p in d else 'error':>12}" for p in pols) + "\n")
+        out.write(
+            f"{lab:>10} "
+            + " ".join(f"{_fmt(d[p]['throughput_tok_s']['median']) if p in d else 'error':>12}" for p in pols)
+            + "\n"
+        )
     out.write("\n== checks ==\n")
     for c in report["checks"]:
-        out.write(f"{c['status'].upper():>7}  {c['check']:<32} {c['policy']:<13} {c['point']:<10} "
-                  f"value={_fmt(c['value'])} threshold={_fmt(c['threshold'])} {c['note']}\n")
+        out.write(
+            f"{c['status'].upper():>7}  {c['check']:<32} {c['policy']:<13} {c['point']:<10} "
+            f"value={_fmt(c['value'])} threshold={_fmt(c['threshold'])} {c['note']}\n"
+        )
     for e in report.get("errors", [])[:10]:
         out.write(f"  ERROR  {e['kind']} {e['point']} {e['policy']} seed {e['seed']}: {e['error']}\n")
     n = report["check_counts"]

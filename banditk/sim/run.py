@@ -40,9 +40,17 @@ def progress_bar(label: str, stream=None):
     return show
 
 
-def run_policy(scn: Scenario, spec: str, *, seed: int | None = None, steps: int | None = None,
-               warmup: int | None = None, prior_path: str | Path | None = None, keep_trace: bool = False,
-               progress=None) -> RunResult:
+def run_policy(
+    scn: Scenario,
+    spec: str,
+    *,
+    seed: int | None = None,
+    steps: int | None = None,
+    warmup: int | None = None,
+    prior_path: str | Path | None = None,
+    keep_trace: bool = False,
+    progress=None,
+) -> RunResult:
     """Simulate ``spec`` on ``scn`` and return its summary.
 
     Args:
@@ -65,12 +73,23 @@ def run_policy(scn: Scenario, spec: str, *, seed: int | None = None, steps: int 
     wall = time.perf_counter() - t0
     s = summarize(trace, done, warmup=warmup, policy=spec, scenario=scn.name)
     wl = scn.workload
-    s.update({
-        "seed": seed, "hardware": scn.hardware, "model": scn.model, "drafter_class": scn.drafter_class,
-        "k_max": scn.k_max, "concurrency": wl.get("concurrency"), "arrival_rate": wl.get("arrival_rate"),
-        "output_tokens": wl.get("output_tokens"), "prompt_tokens": wl.get("prompt_tokens"),
-        "server_mode": ("nospec" if not built.speculation else
-                        ("dynamic-" + scn.dynamic_cudagraph if built.dynamic else "static-FULL")),
-        "wall_s": wall,
-    })
+    s.update(
+        {
+            "seed": seed,
+            "hardware": scn.hardware,
+            "model": scn.model,
+            "drafter_class": scn.drafter_class,
+            "k_max": scn.k_max,
+            "concurrency": wl.get("concurrency"),
+            "arrival_rate": wl.get("arrival_rate"),
+            "output_tokens": wl.get("output_tokens"),
+            "prompt_tokens": wl.get("prompt_tokens"),
+            "server_mode": (
+                "nospec"
+                if not built.speculation
+                else ("dynamic-" + scn.dynamic_cudagraph if built.dynamic else "static-FULL")
+            ),
+            "wall_s": wall,
+        }
+    )
     return RunResult(s, trace if keep_trace else None, done if keep_trace else None)

@@ -40,11 +40,31 @@ class ScenarioError(ConfigError):
     """A scenario file is malformed; the message names the field and the value."""
 
 
-_TOP = {"name", "hardware", "model", "drafter", "workload", "phases", "steps", "seed", "table", "noise_cv",
-        "dynamic_cudagraph", "warmup_steps", "description"}
+_TOP = {
+    "name",
+    "hardware",
+    "model",
+    "drafter",
+    "workload",
+    "phases",
+    "steps",
+    "seed",
+    "table",
+    "noise_cv",
+    "dynamic_cudagraph",
+    "warmup_steps",
+    "description",
+}
 _DRAFTER = {"class", "k_max", "acceptance", "request_dispersion"}
-_WORKLOAD = {"concurrency", "arrival_rate", "prompt_tokens", "output_tokens", "max_num_seqs",
-             "max_num_batched_tokens", "kv_capacity_tokens"}
+_WORKLOAD = {
+    "concurrency",
+    "arrival_rate",
+    "prompt_tokens",
+    "output_tokens",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_capacity_tokens",
+}
 
 
 def _fail(where: str, field_: str, value: Any, why: str) -> ScenarioError:
@@ -118,8 +138,13 @@ def _workload(w: Any, where: str, prefix: str, base: dict | None) -> dict:
         out["concurrency"] = None
     if base is None and out.get("concurrency") is None and out.get("arrival_rate") is None:
         raise ScenarioError(f"{where}: `{prefix}` needs `concurrency` (closed loop) or `arrival_rate` (open loop).")
-    for key, lo, dflt in (("prompt_tokens", 1, None), ("output_tokens", 1, None), ("max_num_seqs", 1, 256),
-                          ("max_num_batched_tokens", 1, 8192), ("kv_capacity_tokens", 1, None)):
+    for key, lo, dflt in (
+        ("prompt_tokens", 1, None),
+        ("output_tokens", 1, None),
+        ("max_num_seqs", 1, 256),
+        ("max_num_batched_tokens", 1, 8192),
+        ("kv_capacity_tokens", 1, None),
+    ):
         if key in w:
             out[key] = _int(w, key, where, prefix, lo)
         elif base is None:
@@ -133,8 +158,11 @@ def _table(v: Any, where: str, k_max: int) -> list[list[int]]:
     if not isinstance(v, list) or not v:
         raise _fail(where, "table", v, "must be a non-empty list of [lo, hi, K] rows.")
     for i, row in enumerate(v):
-        if (not isinstance(row, list) or len(row) != 3
-                or any(isinstance(x, bool) or not isinstance(x, int) for x in row)):
+        if (
+            not isinstance(row, list)
+            or len(row) != 3
+            or any(isinstance(x, bool) or not isinstance(x, int) for x in row)
+        ):
             raise _fail(where, f"table[{i}]", row, "must be [lo, hi, K] integers.")
         lo, hi, k = row
         if lo < 1 or hi < lo:
@@ -175,7 +203,7 @@ class Scenario:
     warmup_steps: int = 200
     raw: dict = field(default_factory=dict, repr=False)
 
-    def with_workload(self, **changes: Any) -> "Scenario":
+    def with_workload(self, **changes: Any) -> Scenario:
         """A copy with workload fields replaced (e.g. ``concurrency=16``) and no load phases."""
         s = copy.deepcopy(self)
         if "concurrency" in changes:
@@ -258,9 +286,24 @@ def parse_scenario(data: Any, where: str = "scenario") -> Scenario:
             ph.workload = _workload(p["workload"], where, pre + "workload.", {})
         phases.append(ph)
     phases.sort(key=lambda ph: ph.at_step)
-    return Scenario(name=name, hardware=hw, model=model, drafter_class=cls, k_max=k_max, acceptance=acc,
-                    request_dispersion=disp, workload=wl, phases=phases, steps=steps, seed=seed, table=table,
-                    noise_cv=noise, dynamic_cudagraph=mode, warmup_steps=warm, raw=copy.deepcopy(data))
+    return Scenario(
+        name=name,
+        hardware=hw,
+        model=model,
+        drafter_class=cls,
+        k_max=k_max,
+        acceptance=acc,
+        request_dispersion=disp,
+        workload=wl,
+        phases=phases,
+        steps=steps,
+        seed=seed,
+        table=table,
+        noise_cv=noise,
+        dynamic_cudagraph=mode,
+        warmup_steps=warm,
+        raw=copy.deepcopy(data),
+    )
 
 
 def load_scenario(path: str | Path) -> Scenario:

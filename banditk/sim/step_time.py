@@ -21,7 +21,6 @@ from .hardware import HardwareProfile
 from .models import ModelProfile
 from .roofline import combine, distinct_experts, forward_time, launch_overhead
 
-
 #: vLLM's default cudagraph capture sizes (assumed: 1, 2, 4, then every 8 up to 256, every 16 up to 512).
 CAPTURE_SIZES = np.array([1, 2, 4] + list(range(8, 257, 8)) + list(range(272, 513, 16)), dtype=float)
 
@@ -69,8 +68,9 @@ class StepCostModel:
         if m.is_moe:
             wb = wb + self._expert_bytes * distinct_experts(tokens, m.n_experts, m.top_k, m.routing_token_exponent)
         flops = self._flops_token * tokens + self._flops_logit * logits
-        return forward_time(self.hw, tokens=tokens, weight_bytes=wb, flops=flops, extra_bytes=kv_bytes,
-                            n_layers=m.n_layers, mode=mode)
+        return forward_time(
+            self.hw, tokens=tokens, weight_bytes=wb, flops=flops, extra_bytes=kv_bytes, n_layers=m.n_layers, mode=mode
+        )
 
     def kv_read_bytes(self, ctx: np.ndarray, n_requests: int) -> float:
         """KV-cache and recurrent-state bytes read for requests with contexts ``ctx``."""

@@ -2,5 +2,7 @@
 
 import importlib.util
 
-collect_ignore = [] if importlib.util.find_spec("transformers") and importlib.util.find_spec("torch") else ["tiny_models.py"]
+collect_ignore = (
+    [] if importlib.util.find_spec("transformers") and importlib.util.find_spec("torch") else ["tiny_models.py"]
+)
 collect_ignore += [] if importlib.util.find_spec("vllm") else ["engines.py"]

@@ -11,7 +11,8 @@ import contextlib
 import gc
 import os
 import tempfile
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 #: Environment for vLLM on a small CPU box; ``in_process`` selects the single-process layout.
 CPU_ENV = {"OMP_NUM_THREADS": "2", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "TOKENIZERS_PARALLELISM": "false"}
@@ -28,8 +29,15 @@ def cpu_env(in_process: bool = True, cache_root: str | None = None) -> dict[str,
 
 def llm_kwargs(**overrides: Any) -> dict:
     """Keyword arguments for ``vllm.LLM`` that suit a tiny model on CPU."""
-    kw = dict(dtype="float32", enforce_eager=True, max_model_len=512, kv_cache_memory_bytes=64 << 20,
-              max_num_seqs=16, seed=0, disable_log_stats=False)
+    kw = dict(
+        dtype="float32",
+        enforce_eager=True,
+        max_model_len=512,
+        kv_cache_memory_bytes=64 << 20,
+        max_num_seqs=16,
+        seed=0,
+        disable_log_stats=False,
+    )
     kw.update(overrides)
     return kw
 

@@ -66,8 +66,13 @@ def measure(batches=(1, 8, 64), max_tokens: int = 48, rounds: int = 3) -> list[d
     from banditk.testing.tiny_models import build_pair
 
     pair = build_pair(os.path.join(root, "models"), agreement=0.8)
-    spec = {"method": "draft_model", "model": pair.draft, "num_speculative_tokens": 4, "governor": "bandit",
-            "governor_config": {"state_log_interval_s": 0}}
+    spec = {
+        "method": "draft_model",
+        "model": pair.draft,
+        "num_speculative_tokens": 4,
+        "governor": "bandit",
+        "governor_config": {"state_log_interval_s": 0},
+    }
     sp = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     rows = []
     with tiny_llm(pair.target, spec, max_num_seqs=max(batches), kv_cache_memory_bytes=256 << 20) as llm:
@@ -95,12 +100,18 @@ def measure(batches=(1, 8, 64), max_tokens: int = 48, rounds: int = 3) -> list[d
             adapter = sum(t.per_step(h, steps) for h in hooks)  # includes the policy calls
             policy = t.per_step("select", steps) + t.per_step("observe", steps)
             vllm = t.per_step("schedule", steps) + t.per_step("update", steps) - adapter
-            rows.append({
-                "B": b, "steps": steps, "vllm_sched_ms_per_step": 1e3 * vllm,
-                "policy_ms_per_step": 1e3 * policy, "adapter_ms_per_step": 1e3 * adapter,
-                "adapter_excl_policy_ms_per_step": 1e3 * (adapter - policy),
-                "policy_ratio": policy / vllm, "adapter_ratio": adapter / vllm,
-            })
+            rows.append(
+                {
+                    "B": b,
+                    "steps": steps,
+                    "vllm_sched_ms_per_step": 1e3 * vllm,
+                    "policy_ms_per_step": 1e3 * policy,
+                    "adapter_ms_per_step": 1e3 * adapter,
+                    "adapter_excl_policy_ms_per_step": 1e3 * (adapter - policy),
+                    "policy_ratio": policy / vllm,
+                    "adapter_ratio": adapter / vllm,
+                }
+            )
     return rows
 
 

@@ -60,8 +60,12 @@ def build_tokenizer(out_dir: str | os.PathLike, vocab_size: int = 512) -> int:
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train(files, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
     fast.save_pretrained(str(out))
@@ -97,9 +101,14 @@ def partial_map(f: np.ndarray, agreement: float, num_special: int, seed: int) ->
     return g
 
 
-def build_cyclic_model(out_dir: str | os.PathLike, next_token: np.ndarray, spec: TinyModelSpec,
-                       tokenizer_dir: str | os.PathLike | None = None, seed: int = 0,
-                       max_position_embeddings: int = 1024) -> None:
+def build_cyclic_model(
+    out_dir: str | os.PathLike,
+    next_token: np.ndarray,
+    spec: TinyModelSpec,
+    tokenizer_dir: str | os.PathLike | None = None,
+    seed: int = 0,
+    max_position_embeddings: int = 1024,
+) -> None:
     """Save a Llama model (fp32 safetensors) whose greedy next token is ``next_token[token]``.
 
     Raises:
@@ -112,10 +121,19 @@ def build_cyclic_model(out_dir: str | os.PathLike, next_token: np.ndarray, spec:
     vocab = int(next_token.size)
     h = spec.hidden_size
     cfg = LlamaConfig(
-        vocab_size=vocab, hidden_size=h, intermediate_size=spec.intermediate_size or 2 * h,
-        num_hidden_layers=spec.num_layers, num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_heads,
-        max_position_embeddings=max_position_embeddings, rms_norm_eps=1e-6, tie_word_embeddings=False,
-        bos_token_id=0, eos_token_id=1, pad_token_id=2, torch_dtype="float32",
+        vocab_size=vocab,
+        hidden_size=h,
+        intermediate_size=spec.intermediate_size or 2 * h,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_heads,
+        max_position_embeddings=max_position_embeddings,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=2,
+        torch_dtype="float32",
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg).to(torch.float32)
@@ -149,8 +167,13 @@ def build_cyclic_model(out_dir: str | os.PathLike, next_token: np.ndarray, spec:
     (out / "banditk_cyclic.json").write_text(json.dumps({"next_token": next_token.tolist()}))
 
 
-def build_mimo_mtp_model(out_dir: str | os.PathLike, next_token: np.ndarray, spec: TinyModelSpec,
-                         tokenizer_dir: str | os.PathLike | None = None, seed: int = 0) -> None:
+def build_mimo_mtp_model(
+    out_dir: str | os.PathLike,
+    next_token: np.ndarray,
+    spec: TinyModelSpec,
+    tokenizer_dir: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> None:
     """Save a MiMo-architecture cyclic target with one MTP layer (``num_nextn_predict_layers=1``).
 
     The target is a Qwen2 cyclic model (as :func:`build_cyclic_model`); the MTP layer
@@ -164,10 +187,21 @@ def build_mimo_mtp_model(out_dir: str | os.PathLike, next_token: np.ndarray, spe
 
     vocab, h = int(next_token.size), spec.hidden_size
     inter = spec.intermediate_size or 2 * h
-    cfg = Qwen2Config(vocab_size=vocab, hidden_size=h, intermediate_size=inter, num_hidden_layers=spec.num_layers,
-                      num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_heads,
-                      max_position_embeddings=1024, rms_norm_eps=1e-6, tie_word_embeddings=False,
-                      bos_token_id=0, eos_token_id=1, pad_token_id=2, torch_dtype="float32")
+    cfg = Qwen2Config(
+        vocab_size=vocab,
+        hidden_size=h,
+        intermediate_size=inter,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_heads,
+        max_position_embeddings=1024,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=2,
+        torch_dtype="float32",
+    )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(cfg).to(torch.float32)
     emb, head = _cyclic_weights(next_token, h, seed, cfg.rms_norm_eps)
@@ -219,8 +253,9 @@ def _cyclic_weights(next_token: np.ndarray, h: int, seed: int, eps: float) -> tu
     return emb, head / np.sqrt(h)
 
 
-def build_mtp_target(root: str | os.PathLike, *, target: TinyModelSpec = TinyModelSpec(), vocab_size: int = 512,
-                     seed: int = 0) -> tuple[str, np.ndarray]:
+def build_mtp_target(
+    root: str | os.PathLike, *, target: TinyModelSpec = TinyModelSpec(), vocab_size: int = 512, seed: int = 0
+) -> tuple[str, np.ndarray]:
     """Build (cached) tokenizer and MiMo MTP cyclic target under ``root``; return (path, next-token map)."""
     root = Path(root)
     kdir = root / f"tokenizer-v{vocab_size}"
@@ -247,8 +282,15 @@ class TinyPair:
     agreement: float
 
 
-def build_pair(root: str | os.PathLike, *, agreement: float = 0.8, target: TinyModelSpec = TinyModelSpec(),
-               draft: TinyModelSpec = TinyModelSpec(num_layers=1), vocab_size: int = 512, seed: int = 0) -> TinyPair:
+def build_pair(
+    root: str | os.PathLike,
+    *,
+    agreement: float = 0.8,
+    target: TinyModelSpec = TinyModelSpec(),
+    draft: TinyModelSpec = TinyModelSpec(num_layers=1),
+    vocab_size: int = 512,
+    seed: int = 0,
+) -> TinyPair:
     """Build tokenizer, cyclic target and partial-agreement draft under ``root`` (cached by content)."""
     root = Path(root)
     tag = f"v{vocab_size}-s{seed}-p{agreement}-t{target.num_layers}x{target.hidden_size}-d{draft.num_layers}x{draft.hidden_size}"

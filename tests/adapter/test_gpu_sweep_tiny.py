@@ -1,6 +1,6 @@
 """experiments/gpu_sweep.sh end to end at toy size on CPU (TINY=1): ~4 minutes, so marked slow.
 
-    .venv/bin/python -m pytest -m slow tests/adapter/test_gpu_sweep_tiny.py
+.venv/bin/python -m pytest -m slow tests/adapter/test_gpu_sweep_tiny.py
 """
 
 import json
@@ -19,8 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_gpu_sweep_script_runs_end_to_end_at_tiny_size(vllm_cpu, tmp_path):
     out = tmp_path / "gpu"
     env = {**os.environ, "TINY": "1", "PYTHON": sys.executable}
-    run = subprocess.run(["bash", str(ROOT / "experiments" / "gpu_sweep.sh"), str(out)], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=1800)
+    run = subprocess.run(
+        ["bash", str(ROOT / "experiments" / "gpu_sweep.sh"), str(out)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     got = {(p["policy"], p["concurrency"]) for p in report["points"]}

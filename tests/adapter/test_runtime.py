@@ -96,7 +96,7 @@ def test_one_call_per_decoding_step_and_credit_one_step_later():
     out2 = FakeOutput({"p": 3, "q": 1}, {"p": [7, 8]})
     step(rt, sch, out2, verified=[("p", 2, 1)])
     assert out2.num_spec_tokens_to_schedule == 1
-    (d, o), = pol.observed
+    ((d, o),) = pol.observed
     assert d.k == 2 and o.drafted.tolist() == [2] and o.accepted.tolist() == [1]
     assert o.step_duration_s > 0
     # q decoded at step 2 with K=1 but its output comes with 0 drafts (truncated): credited as 0 drafted
@@ -163,8 +163,8 @@ def test_observe_error_is_counted_not_raised():
 
 
 def test_telemetry_log_and_snapshot(tmp_path):
-    from banditk.governor import BanditGovernor
     from banditk.config import GovernorConfig
+    from banditk.governor import BanditGovernor
 
     gov = BanditGovernor(GovernorConfig(drafter_class="draft_model", k_max=3))
     log, snap = tmp_path / "t.jsonl", tmp_path / "snap.json"

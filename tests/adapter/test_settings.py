@@ -16,8 +16,17 @@ def test_without_governor_the_dict_is_untouched():
 
 
 def test_governor_keys_are_removed_and_parsed():
-    spec = {**BASE, "governor": "bandit", "governor_config": {"seed": 3, "switch_penalty": 0.1, "fallback_k": 2,
-                                                              "snapshot_interval_s": 5, "state_log_interval_s": 0}}
+    spec = {
+        **BASE,
+        "governor": "bandit",
+        "governor_config": {
+            "seed": 3,
+            "switch_penalty": 0.1,
+            "fallback_k": 2,
+            "snapshot_interval_s": 5,
+            "state_log_interval_s": 0,
+        },
+    }
     clean, s = split_speculative_config(spec)
     assert clean == BASE
     assert "governor" in spec  # the input is not modified
@@ -40,7 +49,11 @@ def test_dashed_keys_are_accepted():
         ("bandit", {"fallback_k": True}, r"fallback_k must be an integer in \[0, 64\], got True"),
         ("bandit", {"snapshot_interval_s": "often"}, r"snapshot_interval_s must be a number >= 0, got 'often'"),
         ("bandit", {"prior": "/nonexistent/prior.json"}, r"prior='/nonexistent/prior.json' does not exist"),
-        ("bandit", {"snapshot_path": "/nonexistent/dir/s.json"}, r"snapshot_path='/nonexistent/dir/s.json': its directory"),
+        (
+            "bandit",
+            {"snapshot_path": "/nonexistent/dir/s.json"},
+            r"snapshot_path='/nonexistent/dir/s.json': its directory",
+        ),
         ("bandit", {"k_max": 3}, r"governor_config.k_max is set by vLLM's speculative config"),
         ("bandit", {"drafter_class": "warp"}, r"Unknown governor_config.drafter_class='warp'"),
     ],

@@ -41,7 +41,9 @@ def test_governor_off_is_stripped_and_changes_nothing(vllm_cpu, tiny_pair):
 def test_governor_turns_on_dynamic_k_and_selects_scheduler(vllm_cpu, tiny_pair):
     cfg = engine_config(tiny_pair, base(tiny_pair, governor="bandit", governor_config={"switch_penalty": 0.1}))
     assert cfg.scheduler_config.scheduler_cls in (
-        "banditk.adapter.scheduler.GovernedScheduler", "banditk.adapter.scheduler.GovernedAsyncScheduler")
+        "banditk.adapter.scheduler.GovernedScheduler",
+        "banditk.adapter.scheduler.GovernedAsyncScheduler",
+    )
     assert [list(x) for x in cfg.speculative_config.num_speculative_tokens_per_batch_size] == [[1, 16, 4]]
     s = cfg.additional_config["banditk"]
     assert s["governor"] == "bandit" and s["k_max"] == 4 and s["method"] == "draft_model"
@@ -65,9 +67,14 @@ def test_async_scheduling_gets_the_async_twin(vllm_cpu, tiny_pair):
         ({"governor": "bandit", "governor_config": {"bucket_edges": [2, 8]}}, r"bucket_edges"),
         ({"governor": "bandit", "governor_config": {"seed": "x"}}, r"seed"),
         ({"governor": "fixed:9"}, r"governor='fixed:9' asks for K above num_speculative_tokens=4"),
-        ({"governor": "bandit", "num_speculative_tokens_per_batch_size": [[1, 4, 2]]},
-         r"both `governor` and `num_speculative_tokens_per_batch_size`"),
-        ({"governor": "bandit", "governor_config": {"fallback_k": 5}}, r"fallback_k must be in \[0, num_speculative_tokens=4\], got 5"),
+        (
+            {"governor": "bandit", "num_speculative_tokens_per_batch_size": [[1, 4, 2]]},
+            r"both `governor` and `num_speculative_tokens_per_batch_size`",
+        ),
+        (
+            {"governor": "bandit", "governor_config": {"fallback_k": 5}},
+            r"fallback_k must be in \[0, num_speculative_tokens=4\], got 5",
+        ),
     ],
 )
 def test_bad_config_fails_in_create_engine_config(vllm_cpu, tiny_pair, extra, match):
@@ -98,9 +105,10 @@ def test_shape_check_names_the_vllm_version(vllm_cpu, monkeypatch):
     vllm_compat.check_vllm_shape()  # the installed version passes
     monkeypatch.setattr(vllm_compat, "_checked", False)
     monkeypatch.setattr(Scheduler, "make_spec_decoding_stats", lambda self, stats, n: None)
-    with pytest.raises(vllm_compat.VllmShapeError, match=rf"vLLM {vllm_compat.vllm_version()}.*make_spec_decoding_stats"):
+    with pytest.raises(
+        vllm_compat.VllmShapeError, match=rf"vLLM {vllm_compat.vllm_version()}.*make_spec_decoding_stats"
+    ):
         vllm_compat.check_vllm_shape()
-
 
 
 def test_dynamic_k_is_switched_on_when_k_was_not_in_the_dict(vllm_cpu, tiny_pair):

@@ -39,16 +39,43 @@ def test_api_server_with_governor_answers_and_snapshots(vllm_cpu, tiny_pair, tmp
 
     port = free_port()
     snap, steps = tmp_path / "snapshot.json", tmp_path / "steps.jsonl"
-    spec = {"method": "draft_model", "model": tiny_pair.draft, "num_speculative_tokens": 3, "governor": "bandit",
-            "governor_config": {"snapshot_path": str(snap), "snapshot_interval_s": 0, "telemetry_log": str(steps),
-                                "state_log_interval_s": 1}}
+    spec = {
+        "method": "draft_model",
+        "model": tiny_pair.draft,
+        "num_speculative_tokens": 3,
+        "governor": "bandit",
+        "governor_config": {
+            "snapshot_path": str(snap),
+            "snapshot_interval_s": 0,
+            "telemetry_log": str(steps),
+            "state_log_interval_s": 1,
+        },
+    }
     env = {**os.environ}
     env.update(cpu_env(in_process=False, cache_root=str(tmp_path / "cache")))
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # restore for the rest of this session
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", tiny_pair.target,
-           "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
-           "--max-model-len", "512", "--kv-cache-memory-bytes", str(64 << 20), "--max-num-seqs", "8",
-           "--speculative-config", json.dumps(spec)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        tiny_pair.target,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        "512",
+        "--kv-cache-memory-bytes",
+        str(64 << 20),
+        "--max-num-seqs",
+        "8",
+        "--speculative-config",
+        json.dumps(spec),
+    ]
     log_path = tmp_path / "server.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -68,9 +95,16 @@ def test_api_server_with_governor_answers_and_snapshots(vllm_cpu, tiny_pair, tmp
             prompt = "def main(argv):"
             want = greedy_chain(tiny_pair.next_token, tok(prompt)["input_ids"][-1], 24)
             for _ in range(3):
-                r = post(f"http://127.0.0.1:{port}/v1/completions",
-                         {"model": tiny_pair.target, "prompt": prompt, "max_tokens": 24, "temperature": 0.0,
-                          "ignore_eos": True})
+                r = post(
+                    f"http://127.0.0.1:{port}/v1/completions",
+                    {
+                        "model": tiny_pair.target,
+                        "prompt": prompt,
+                        "max_tokens": 24,
+                        "temperature": 0.0,
+                        "ignore_eos": True,
+                    },
+                )
                 assert r["choices"][0]["text"] == tok.decode(want)
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -87,5 +121,6 @@ def test_api_server_with_governor_answers_and_snapshots(vllm_cpu, tiny_pair, tmp
     assert lines[0]["trace"] == "banditk/trace"  # the log is a trace `banditk fit` reads
     rows = lines[1:]
     assert rows and all(0 <= r["k"] <= 3 for r in rows)
-    assert any(r["draft_s"] is not None and r["target_s"] is not None for r in rows), \
+    assert any(r["draft_s"] is not None and r["target_s"] is not None for r in rows), (
         "worker forward timings did not reach the engine core"
+    )

@@ -18,9 +18,17 @@ from banditk.types import Decision
 BATCHES = np.array([1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64])
 
 
-def write_trace(path: Path, truth: SyntheticTruth, steps: int, seed: int = 0, *, drafter_class: str = "mtp",
-                batches: np.ndarray = BATCHES, step_factor: Callable[[int, int], float] | None = None,
-                **head) -> Path:
+def write_trace(
+    path: Path,
+    truth: SyntheticTruth,
+    steps: int,
+    seed: int = 0,
+    *,
+    drafter_class: str = "mtp",
+    batches: np.ndarray = BATCHES,
+    step_factor: Callable[[int, int], float] | None = None,
+    **head,
+) -> Path:
     """Write a trace of ``steps`` steps with B drawn from ``batches`` and K uniform in 0..K_max.
 
     ``step_factor(B, K)`` multiplies the true mean step time (to build a truth the
@@ -52,8 +60,19 @@ def write_chunked_trace(path: Path, steps: int = 400, seed: int = 0) -> tuple[Pa
         t = (0.040 + 0.005 * k if chunk else 0.010 + 0.002 * k) * rng.gamma(400.0, 1 / 400.0)
         if chunk:
             mixed[k].append(t)
-        lines.append(json.dumps({"step": i + 1, "B": 7 if chunk else 8, "k": k, "step_s": t,
-                                 "acc_s": [0] * 4, "acc_f": [0] * 4, "prefill": 256 if chunk else 0}))
+        lines.append(
+            json.dumps(
+                {
+                    "step": i + 1,
+                    "B": 7 if chunk else 8,
+                    "k": k,
+                    "step_s": t,
+                    "acc_s": [0] * 4,
+                    "acc_f": [0] * 4,
+                    "prefill": 256 if chunk else 0,
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path, mixed
 
@@ -66,8 +85,15 @@ def _one_thread():
     yield
 
 
-def write_governed_trace(path: Path, truth: SyntheticTruth, steps: int, seed: int = 0, *, stall_p: float = 0.0,
-                         batches: np.ndarray = np.array([1, 2, 4, 8, 16, 32, 64])) -> Path:
+def write_governed_trace(
+    path: Path,
+    truth: SyntheticTruth,
+    steps: int,
+    seed: int = 0,
+    *,
+    stall_p: float = 0.0,
+    batches: np.ndarray = np.array([1, 2, 4, 8, 16, 32, 64]),
+) -> Path:
     """A trace as a live server would log it: K chosen by a flat-prior governor (so K is far
     from uniform per bucket), and a fraction ``stall_p`` of steps stalled at 5x their time."""
     from banditk.config import GovernorConfig

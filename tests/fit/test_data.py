@@ -2,7 +2,6 @@ import json
 
 import numpy as np
 import pytest
-from .conftest import write_chunked_trace, write_trace
 
 from banditk.errors import BanditkError, DrafterClassMismatchError
 from banditk.fit.acceptance import fit_acceptance
@@ -11,6 +10,8 @@ from banditk.fit.errors import FitInputError
 from banditk.fit.fitter import FitOptions
 from banditk.synthetic import SyntheticTruth
 from banditk.trace import header
+
+from .conftest import write_chunked_trace, write_trace
 
 
 def test_aggregate_matches_per_group_numpy():
@@ -63,9 +64,11 @@ def test_traces_of_mixed_classes_are_refused(tmp_path):
 
 @pytest.mark.parametrize(
     ("head", "match"),
-    [({"k_max": 0}, r"`k_max` must be an integer in \[1, 64\], got 0"),
-     ({"drafter": {"class": "medusa"}}, r"drafter.class='medusa'"),
-     ({"version": 7}, r"`version`=7")],
+    [
+        ({"k_max": 0}, r"`k_max` must be an integer in \[1, 64\], got 0"),
+        ({"drafter": {"class": "medusa"}}, r"drafter.class='medusa'"),
+        ({"version": 7}, r"`version`=7"),
+    ],
 )
 def test_malformed_header_names_the_field_and_value(tmp_path, head, match):
     doc = header("mtp", 4, "sim") | head
@@ -86,12 +89,14 @@ def test_no_paths_and_bad_k_max_name_the_argument(tmp_path):
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"method": "mcmc"}, r"`method` must be one of \['auto', 'nuts', 'svi'\], got 'mcmc'"),
-     ({"strength": -1.0}, r"`strength` must be a positive number of observations, got -1.0"),
-     ({"bucket_edges": (2, 4)}, r"`bucket_edges` must start at 1.*\[2, 4\]"),
-     ({"samples": 0}, r"`samples` must be an integer >= 10, got 0"),
-     ({"k_max": 0}, r"`k_max` must be an integer in \[1, 64\], got 0"),
-     ({"shape_terms": "yes"}, r"`shape_terms` must be true or false, got 'yes'")],
+    [
+        ({"method": "mcmc"}, r"`method` must be one of \['auto', 'nuts', 'svi'\], got 'mcmc'"),
+        ({"strength": -1.0}, r"`strength` must be a positive number of observations, got -1.0"),
+        ({"bucket_edges": (2, 4)}, r"`bucket_edges` must start at 1.*\[2, 4\]"),
+        ({"samples": 0}, r"`samples` must be an integer >= 10, got 0"),
+        ({"k_max": 0}, r"`k_max` must be an integer in \[1, 64\], got 0"),
+        ({"shape_terms": "yes"}, r"`shape_terms` must be true or false, got 'yes'"),
+    ],
 )
 def test_bad_options_name_the_field_and_value(kwargs, match):
     with pytest.raises(FitInputError, match=match):
@@ -125,8 +130,9 @@ def test_a_load_that_stays_at_a_new_batch_size_moves_its_chunks_there(tmp_path):
     lines = [json.dumps(header("mtp", 2, "sim"))]
     batches = [16] * 10 + [3] * 10  # the load drops from 16 to 3 and stays
     for i, b in enumerate(batches):
-        lines.append(json.dumps({"step": i + 1, "B": b, "k": 1, "step_s": 0.02, "acc_s": [0, 0], "acc_f": [0, 0],
-                                 "prefill": 64}))
+        lines.append(
+            json.dumps({"step": i + 1, "B": b, "k": 1, "step_s": 0.02, "acc_s": [0, 0], "acc_f": [0, 0], "prefill": 64})
+        )
     p = tmp_path / "t.jsonl"
     p.write_text("\n".join(lines) + "\n")
     # Every step has a chunk, so no decode-only step: the fit has no latency data to use.

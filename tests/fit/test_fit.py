@@ -5,7 +5,6 @@ import json
 
 import numpy as np
 import pytest
-from .conftest import write_chunked_trace, write_governed_trace, write_trace
 
 from banditk.buckets import representative_batch
 from banditk.config import GovernorConfig
@@ -18,6 +17,8 @@ from banditk.latency_model import features
 from banditk.priorfile import load_prior
 from banditk.synthetic import SyntheticTruth
 from banditk.types import StepContext
+
+from .conftest import write_chunked_trace, write_governed_trace, write_trace
 
 TRUTH = SyntheticTruth()
 #: Short NUTS runs keep the suite fast; they still give ESS in the hundreds here.
@@ -34,8 +35,15 @@ def _cli(argv: list[str]) -> int:
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
     path = tmp_path_factory.mktemp("fit") / "mtp.jsonl"
-    return write_trace(path, TRUTH, 4000, seed=11, hardware="gb10", vllm_version="0.33.0",
-                       drafter={"method": "mtp", "target_model": "Qwen3.6"})
+    return write_trace(
+        path,
+        TRUTH,
+        4000,
+        seed=11,
+        hardware="gb10",
+        vllm_version="0.33.0",
+        drafter={"method": "mtp", "target_model": "Qwen3.6"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +188,9 @@ def test_wrong_model_fails_the_ppc_and_is_refused_without_force(jump_trace, tmp_
     # (B = 64..95) holds them at its representative B, carried from the trace's B = 64 along
     # the governor's four-feature model: carried back, they are the measured means.
     rep = representative_batch(p.bucket_edges, 11)
-    carry = (features(64, np.arange(TRUTH.k_max + 1)) @ p.latency_weights) / (features(rep, np.arange(TRUTH.k_max + 1)) @ p.latency_weights)
+    carry = (features(64, np.arange(TRUTH.k_max + 1)) @ p.latency_weights) / (
+        features(rep, np.arange(TRUTH.k_max + 1)) @ p.latency_weights
+    )
     b64 = p.stats.cell_sum[11] / p.stats.cell_n[11] * carry
     assert np.allclose(b64, 0.6 * TRUTH.mean_step_s(64), rtol=0.03)
 
@@ -201,8 +211,26 @@ def test_cli_refuses_a_trace_of_another_class(tmp_path):
 
 def test_cli_svi_fit_writes_a_report_and_prints_the_ppc_table(trace, tmp_path, capsys):
     out, rep = tmp_path / "p.json", tmp_path / "report.json"
-    assert _cli(["fit", str(trace), "-o", str(out), "--method", "svi", "--hardware", "strix-halo",
-                 "--strength", "50", "--report", str(rep), "--no-progress"]) == 0
+    assert (
+        _cli(
+            [
+                "fit",
+                str(trace),
+                "-o",
+                str(out),
+                "--method",
+                "svi",
+                "--hardware",
+                "strix-halo",
+                "--strength",
+                "50",
+                "--report",
+                str(rep),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "observed ms" in text and "median relative error" in text and "SVI ELBO trace" in text
     doc = json.loads(rep.read_text())
@@ -235,10 +263,12 @@ def test_help_explains_and_importing_the_cli_does_not_import_torch(capsys):
     import subprocess
     import sys
 
-    code = ("import argparse, sys; import banditk.fit.cli as c, banditk.fit.fitter; "
-            "p = argparse.ArgumentParser(prog='banditk'); c.add_fit_parser(p.add_subparsers()); "
-            "p.parse_args(['fit', '--help']) if False else None; print(c.DESCRIPTION[:10]); "
-            "print('torch' in sys.modules, 'pyro' in sys.modules)")
+    code = (
+        "import argparse, sys; import banditk.fit.cli as c, banditk.fit.fitter; "
+        "p = argparse.ArgumentParser(prog='banditk'); c.add_fit_parser(p.add_subparsers()); "
+        "p.parse_args(['fit', '--help']) if False else None; print(c.DESCRIPTION[:10]); "
+        "print('torch' in sys.modules, 'pyro' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "False False"
     parser = argparse.ArgumentParser(prog="banditk")
@@ -246,8 +276,19 @@ def test_help_explains_and_importing_the_cli_does_not_import_torch(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["fit", "--help"])
     text = capsys.readouterr().out
-    for flag in ("--method", "--force", "--strength", "--bucket-edges", "--k-max", "--hardware", "--drafter-class", "--no-shape-terms",
-                 "posterior predictive", "NUTS", "SVI"):
+    for flag in (
+        "--method",
+        "--force",
+        "--strength",
+        "--bucket-edges",
+        "--k-max",
+        "--hardware",
+        "--drafter-class",
+        "--no-shape-terms",
+        "posterior predictive",
+        "NUTS",
+        "SVI",
+    ):
         assert flag in text
 
 

@@ -9,7 +9,16 @@ import torch
 from scipy import stats
 
 from banditk.fit.data import aggregate
-from banditk.fit.model import DIM, as_tensors, from_theta, initial_theta, laplace, model_inputs, potential, step_time_model
+from banditk.fit.model import (
+    DIM,
+    as_tensors,
+    from_theta,
+    initial_theta,
+    laplace,
+    model_inputs,
+    potential,
+    step_time_model,
+)
 
 
 def _inputs(seed=0):
@@ -26,8 +35,12 @@ def _pyro_potential(inputs, **whiten):
     from pyro.infer.mcmc.util import initialize_model
 
     site = "e" if whiten else "theta"
-    _, fn, _, _ = initialize_model(step_time_model, model_kwargs=as_tensors(inputs) | whiten, max_plate_nesting=1,
-                                   init_strategy=init_to_value(values={site: torch.zeros(DIM, dtype=torch.float64)}))
+    _, fn, _, _ = initialize_model(
+        step_time_model,
+        model_kwargs=as_tensors(inputs) | whiten,
+        max_plate_nesting=1,
+        init_strategy=init_to_value(values={site: torch.zeros(DIM, dtype=torch.float64)}),
+    )
     return lambda theta: float(fn({site: theta}))
 
 
@@ -74,8 +87,12 @@ def test_aggregated_likelihood_equals_the_per_step_likelihood():
         s = inputs.soft
         v = torch.as_tensor(u + s * np.log(-np.expm1(-u / s)))
         z = torch.cat([v, torch.tensor([math.log(cv), -1.0], dtype=torch.float64)])
-        prior = (stats.halfnorm.logpdf(u).sum() + np.sum(np.log(1 / (1 + np.exp(-np.asarray(v) / s))))
-                 + stats.halfnorm(scale=0.5).logpdf(cv) + math.log(cv))
+        prior = (
+            stats.halfnorm.logpdf(u).sum()
+            + np.sum(np.log(1 / (1 + np.exp(-np.asarray(v) / s))))
+            + stats.halfnorm(scale=0.5).logpdf(cv)
+            + math.log(cv)
+        )
         return -float(fn(z)) - prior
 
     assert x.shape[1] == 4

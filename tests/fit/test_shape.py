@@ -7,13 +7,14 @@ then gets right.
 
 import numpy as np
 import pytest
-from .conftest import write_trace
 
 from banditk.fit.build import governor_regression
 from banditk.fit.data import aggregate
 from banditk.fit.fitter import FitOptions, fit
 from banditk.fit.shape import LatencyShape, choose_shape
 from banditk.synthetic import SyntheticTruth
+
+from .conftest import write_trace
 
 TRUTH = SyntheticTruth()
 BATCHES = np.array([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128])

@@ -19,7 +19,7 @@ def snapshot():
 
 def test_every_field_the_governor_writes_is_in_the_schema(snapshot):
     written = set(snapshot["governor"]["state"])
-    assert written == set(SCHEMA), (written ^ set(SCHEMA))
+    assert written == set(SCHEMA), written ^ set(SCHEMA)
     assert not written & OBSOLETE
 
 

@@ -27,8 +27,9 @@ def test_profile_calibrated_from_the_prior_s_telemetry_predicts_its_step_times(t
 
     trace = tmp_path / "telemetry.jsonl"
     scn = parse_scenario(scenario(1, phases=[(600, 2), (1200, 4), (1800, 8)]))
-    rec = RecordingPolicy(RandomKPolicy(k_max=3, seed=5), trace, drafter_class="draft_model", k_max=3,
-                          source="sim", hardware="cpu-2core")
+    rec = RecordingPolicy(
+        RandomKPolicy(k_max=3, seed=5), trace, drafter_class="draft_model", k_max=3, source="sim", hardware="cpu-2core"
+    )
     with rec:
         Simulator(scn, rec, seed=5, speculation=True, dynamic=True).run(scn.steps)
     sys.path.insert(0, str(ROOT / "experiments"))

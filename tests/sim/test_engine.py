@@ -118,6 +118,5 @@ def test_oracle_does_not_overdraft_in_prefill_steps():
     path = Path(__file__).resolve().parents[2] / "experiments" / "scenarios" / "draft-model-cpu.json"
     s = load_scenario(path).with_workload(concurrency=16, prompt_tokens=512, output_tokens=256)
     o = run_policy(s, "oracle", seed=0, steps=900, warmup=100).summary
-    best = max(run_policy(s, f"fixed:{k}", seed=0, steps=900, warmup=100).summary["throughput_tok_s"]
-               for k in (1, 2))
+    best = max(run_policy(s, f"fixed:{k}", seed=0, steps=900, warmup=100).summary["throughput_tok_s"] for k in (1, 2))
     assert o["throughput_tok_s"] >= 0.99 * best

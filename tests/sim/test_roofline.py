@@ -18,7 +18,7 @@ def test_distinct_experts_closed_form():
     assert distinct_experts(3, 256, 8) == pytest.approx(256 * (1 - (248 / 256) ** 3))
     assert distinct_experts(10_000, 256, 8) == pytest.approx(256.0)
     # sub-linear routing exponent: 8 tokens count as 8**0.5 independent draws
-    assert distinct_experts(8, 256, 8, 0.5) == pytest.approx(256 * (1 - (248 / 256) ** (8 ** 0.5)))
+    assert distinct_experts(8, 256, 8, 0.5) == pytest.approx(256 * (1 - (248 / 256) ** (8**0.5)))
 
 
 def test_memory_bound_forward_is_bytes_over_bandwidth():
@@ -45,9 +45,19 @@ def test_cpu_adds_memory_and_compute():
 
 
 def test_dense_step_time_by_hand():
-    m = ModelProfile(name="dense-test", n_layers=10, total_params=1e9, active_params=1e9, n_experts=0, top_k=0,
-                     bytes_per_param=2.0, lm_head_params=0.0, lm_head_bytes_per_param=2.0, kv_bytes_per_token=0.0,
-                     drafters=get_model("cyclic-10x1024").drafters)
+    m = ModelProfile(
+        name="dense-test",
+        n_layers=10,
+        total_params=1e9,
+        active_params=1e9,
+        n_experts=0,
+        top_k=0,
+        bytes_per_param=2.0,
+        lm_head_params=0.0,
+        lm_head_bytes_per_param=2.0,
+        kv_bytes_per_token=0.0,
+        drafters=get_model("cyclic-10x1024").drafters,
+    )
     hw = dataclasses.replace(GB10, step_overhead_s=0.0, per_request_overhead_s=0.0)
     cost = StepCostModel(hw, m, "ngram", 2, dynamic=False)
     t = cost.times(n_dec=1, n_sched=1, prefill_tokens=0, kv_bytes=0.0, spec=False)
@@ -107,8 +117,15 @@ def test_models_without_speculative_mechanism_have_no_drafter_row():
     assert "mtp-step" in MODELS["step-3.7-flash"].drafters and MODELS["step-3.7-flash"].swa_window > 0
 
 
-@pytest.mark.parametrize("model, cls", [("qwen3.5-122b-a10b-int4", "mtp"), ("laguna-s-2.1", "dflash"),
-                                        ("gemma-4", "mtp-external"), ("qwen3.6-35b-a3b", "ngram")])
+@pytest.mark.parametrize(
+    "model, cls",
+    [
+        ("qwen3.5-122b-a10b-int4", "mtp"),
+        ("laguna-s-2.1", "dflash"),
+        ("gemma-4", "mtp-external"),
+        ("qwen3.6-35b-a3b", "ngram"),
+    ],
+)
 def test_cached_step_time_equals_its_parts(model, cls):
     m = dataclasses.replace(get_model(model), n_experts=0, top_k=0, total_params=get_model(model).active_params)
     for dynamic in (False, True):
@@ -119,8 +136,12 @@ def test_cached_step_time_equals_its_parts(model, cls):
             tok = n_dec * (1.0 + cost.ks) + pre
             if not pre:  # decode-only batches replay a graph padded to the next capture size
                 tok = pad_to_capture(tok)
-            want = (GB10.step_overhead_s + GB10.per_request_overhead_s * (n_dec + n_pre)
-                    + cost.target_time(tok, tok - pre + n_pre, kvb, mode) + cost.drafter.time(cost.ks, n_dec, mode))
+            want = (
+                GB10.step_overhead_s
+                + GB10.per_request_overhead_s * (n_dec + n_pre)
+                + cost.target_time(tok, tok - pre + n_pre, kvb, mode)
+                + cost.drafter.time(cost.ks, n_dec, mode)
+            )
             for _ in range(2):  # second call comes from the cache
                 got = cost.times(n_dec, n_dec + n_pre, pre, kvb)
                 assert got == pytest.approx(want, rel=1e-12)

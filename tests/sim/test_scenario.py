@@ -22,28 +22,38 @@ def test_shipped_cover_every_drafter_class_and_49548():
     assert classes >= {"mtp", "mtp-step", "mtp-external", "eagle", "dflash", "draft_model", "ngram", "suffix"}
     s = load_scenario(next(p for p in SHIPPED if p.name == "49548.json"))
     assert (s.hardware, s.model, s.drafter_class, s.workload["concurrency"], s.workload["output_tokens"]) == (
-        "gb10", "qwen3.5-122b-a10b-int4", "mtp", 8, 180)
+        "gb10",
+        "qwen3.5-122b-a10b-int4",
+        "mtp",
+        8,
+        180,
+    )
     assert s.table == [[1, 4, 2], [5, 512, 0]]
 
 
-@pytest.mark.parametrize("mutate, match", [
-    (lambda d: d["drafter"].__setitem__("acceptance", [0.8, 1.3]), r"`drafter.acceptance\[1\]`=1.3"),
-    (lambda d: d["drafter"].__setitem__("acceptance", [0.8]), r"`drafter.acceptance`=\[0.8\] must have k_max=2"),
-    (lambda d: d.__setitem__("hardware", "tpu9"), r"`hardware`='tpu9'"),
-    (lambda d: d.__setitem__("model", "gpt-9"), r"`model`='gpt-9'"),
-    (lambda d: d["drafter"].__setitem__("class", "magic"), r"`drafter.class`='magic'"),
-    (lambda d: d["workload"].__setitem__("concurrency", 0), r"`workload.concurrency`=0 must be >= 1"),
-    (lambda d: d["workload"].__setitem__("arrival_rate", 2.0), r"`workload.arrival_rate`=2.0 cannot be given"),
-    (lambda d: d["workload"].pop("output_tokens"), r"missing required field `workload.output_tokens`"),
-    (lambda d: d.__setitem__("colour", "red"), r"`colour`='red' is not a known field"),
-    (lambda d: d.__setitem__("phases", [{"at_step": -1}]), r"`phases\[0\].at_step`=-1"),
-    (lambda d: d.__setitem__("phases", [{"at_step": 5, "drafter": {"acceptance": [2, 0]}}]),
-     r"`phases\[0\].drafter.acceptance\[0\]`=2"),
-    (lambda d: d.__setitem__("table", [[1, 4, 7]]), r"`table\[0\]\[2\]`=7"),
-    (lambda d: d.__setitem__("steps", "many"), r"`steps`='many' must be an integer"),
-    (lambda d: d["drafter"].__setitem__("request_dispersion", -1.0), r"`drafter.request_dispersion`=-1.0"),
-    (lambda d: d.__setitem__("dynamic_cudagraph", "NONE"), r"`dynamic_cudagraph`='NONE'"),
-])
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda d: d["drafter"].__setitem__("acceptance", [0.8, 1.3]), r"`drafter.acceptance\[1\]`=1.3"),
+        (lambda d: d["drafter"].__setitem__("acceptance", [0.8]), r"`drafter.acceptance`=\[0.8\] must have k_max=2"),
+        (lambda d: d.__setitem__("hardware", "tpu9"), r"`hardware`='tpu9'"),
+        (lambda d: d.__setitem__("model", "gpt-9"), r"`model`='gpt-9'"),
+        (lambda d: d["drafter"].__setitem__("class", "magic"), r"`drafter.class`='magic'"),
+        (lambda d: d["workload"].__setitem__("concurrency", 0), r"`workload.concurrency`=0 must be >= 1"),
+        (lambda d: d["workload"].__setitem__("arrival_rate", 2.0), r"`workload.arrival_rate`=2.0 cannot be given"),
+        (lambda d: d["workload"].pop("output_tokens"), r"missing required field `workload.output_tokens`"),
+        (lambda d: d.__setitem__("colour", "red"), r"`colour`='red' is not a known field"),
+        (lambda d: d.__setitem__("phases", [{"at_step": -1}]), r"`phases\[0\].at_step`=-1"),
+        (
+            lambda d: d.__setitem__("phases", [{"at_step": 5, "drafter": {"acceptance": [2, 0]}}]),
+            r"`phases\[0\].drafter.acceptance\[0\]`=2",
+        ),
+        (lambda d: d.__setitem__("table", [[1, 4, 7]]), r"`table\[0\]\[2\]`=7"),
+        (lambda d: d.__setitem__("steps", "many"), r"`steps`='many' must be an integer"),
+        (lambda d: d["drafter"].__setitem__("request_dispersion", -1.0), r"`drafter.request_dispersion`=-1.0"),
+        (lambda d: d.__setitem__("dynamic_cudagraph", "NONE"), r"`dynamic_cudagraph`='NONE'"),
+    ],
+)
 def test_errors_name_field_and_value(base_dict, mutate, match):
     mutate(base_dict)
     with pytest.raises(ScenarioError, match=match):

@@ -17,11 +17,18 @@ SETUP = {"k_max": 3, "input_len": 128, "output_len": 64, "table": "[[1,4,3],[5,2
 
 
 def scenario(concurrency, phases=()):
-    return {"name": "truth", "hardware": "cpu-2core", "model": "cyclic-4x1024-v512",
-            "drafter": {"class": "draft_model", "k_max": 3, "acceptance": [0.75, 0.8, 0.85], "request_dispersion": None},
-            "workload": {"concurrency": concurrency, "prompt_tokens": 128, "output_tokens": 64},
-            "phases": [{"at_step": at, "workload": {"concurrency": c}} for at, c in phases],
-            "table": json.loads(SETUP["table"]), "noise_cv": 0.05, "steps": 2400, "seed": 3}
+    return {
+        "name": "truth",
+        "hardware": "cpu-2core",
+        "model": "cyclic-4x1024-v512",
+        "drafter": {"class": "draft_model", "k_max": 3, "acceptance": [0.75, 0.8, 0.85], "request_dispersion": None},
+        "workload": {"concurrency": concurrency, "prompt_tokens": 128, "output_tokens": 64},
+        "phases": [{"at_step": at, "workload": {"concurrency": c}} for at, c in phases],
+        "table": json.loads(SETUP["table"]),
+        "noise_cv": 0.05,
+        "steps": 2400,
+        "seed": 3,
+    }
 
 
 def test_calibration_and_prediction_recover_the_simulators_own_sweep(tmp_path):
@@ -34,15 +41,27 @@ def test_calibration_and_prediction_recover_the_simulators_own_sweep(tmp_path):
     live = tmp_path / "live"
     (live / "runs" / "bandit").mkdir(parents=True)
     scn = parse_scenario(scenario(1, phases=[(600, 2), (1200, 4), (1800, 8)]))
-    rec = RecordingPolicy(RandomKPolicy(k_max=3, seed=3), live / "runs" / "bandit" / "telemetry.jsonl",
-                          drafter_class="draft_model", k_max=3, source="sim", hardware="cpu-2core")
+    rec = RecordingPolicy(
+        RandomKPolicy(k_max=3, seed=3),
+        live / "runs" / "bandit" / "telemetry.jsonl",
+        drafter_class="draft_model",
+        k_max=3,
+        source="sim",
+        hardware="cpu-2core",
+    )
     with rec:
         Simulator(scn, rec, seed=3, speculation=True, dynamic=True).run(scn.steps)
     points = []
     for c, policy in ((1, "fixed:3"), (4, "nospec"), (8, "fixed:1")):
         s = run_policy(parse_scenario(scenario(c)), policy, seed=0, warmup=200).summary
-        points.append({"policy": policy, "concurrency": c, "throughput_tok_s": s["throughput_tok_s"],
-                       "tpot_p99_s": s["tpot_p99_s"]})
+        points.append(
+            {
+                "policy": policy,
+                "concurrency": c,
+                "throughput_tok_s": s["throughput_tok_s"],
+                "tpot_p99_s": s["tpot_p99_s"],
+            }
+        )
     (live / "report.json").write_text(json.dumps({"setup": SETUP, "points": points}))
 
     sys.path.insert(0, str(ROOT / "experiments"))
