@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from banditk import __version__
-from banditk.atomic import atomic_write_text
-from banditk.config import GovernorConfig
+from banditk.core.config import GovernorConfig
+from banditk.core.types import Decision, StepContext, StepOutcome
 from banditk.governor import BanditGovernor
-from banditk.synthetic import SyntheticTruth
-from banditk.types import Decision, StepContext, StepOutcome
+from banditk.io.atomic import atomic_write_text
+from banditk.tools.synthetic import SyntheticTruth
 
 BATCHES = (1, 8, 64, 256)
 

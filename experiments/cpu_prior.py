@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
-from banditk.atomic import atomic_write_text  # noqa: E402
+from banditk.io.atomic import atomic_write_text  # noqa: E402
 
 NAME = "draft_model-cyclic-4x1024-cpu-2core"
 K_MAX = 3
@@ -90,8 +90,8 @@ def register_profiles(trace: Path) -> dict:
 
     import sim_vs_real
 
+    from banditk.io.trace import read_trace
     from banditk.sim import hardware as hwmod
-    from banditk.trace import read_trace
 
     t = read_trace(trace)
     steps = {c: getattr(t, c) for c in ("batch", "k", "step_s", "prefill", "acc_s", "acc_f")}

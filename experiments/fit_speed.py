@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 
 import make_priors  # noqa: E402
 
-from banditk.atomic import atomic_write_text  # noqa: E402
+from banditk.io.atomic import atomic_write_text  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [
                 sys.executable,
                 "-m",
-                "banditk.cli",
+                "banditk.tools.cli",
                 "fit",
                 str(trace),
                 "--hardware",

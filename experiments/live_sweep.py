@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from banditk.atomic import atomic_write_text  # noqa: E402
 from banditk.evaluation import THRESHOLDS, point_checks, summary  # noqa: E402
+from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.live.bench import Load, run_warm_then_measure, summarize  # noqa: E402
 from banditk.live.policies import speculative_config  # noqa: E402
 from banditk.live.server import VllmServer  # noqa: E402
@@ -230,7 +230,7 @@ def prior_for(args) -> Path:
             [
                 sys.executable,
                 "-m",
-                "banditk.cli",
+                "banditk.tools.cli",
                 "prior",
                 "import",
                 str(snap),

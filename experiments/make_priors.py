@@ -33,14 +33,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from banditk.atomic import atomic_write_text  # noqa: E402
-from banditk.buckets import DEFAULT_BUCKET_EDGES  # noqa: E402
-from banditk.config import GovernorConfig  # noqa: E402
-from banditk.errors import BanditkError  # noqa: E402
+from banditk.core.buckets import DEFAULT_BUCKET_EDGES  # noqa: E402
+from banditk.core.config import GovernorConfig  # noqa: E402
+from banditk.core.errors import BanditkError  # noqa: E402
 from banditk.governor import BanditGovernor  # noqa: E402
+from banditk.io.atomic import atomic_write_text  # noqa: E402
+from banditk.io.priorfile import load_prior  # noqa: E402
+from banditk.io.recording import RecordingPolicy  # noqa: E402
 from banditk.policies.explore import RandomKPolicy  # noqa: E402
-from banditk.priorfile import load_prior  # noqa: E402
-from banditk.recording import RecordingPolicy  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import cpu_prior  # noqa: E402
@@ -128,7 +128,7 @@ def fit(trace: Path, out: Path, hardware: str, log: Path) -> tuple[bool, str, bo
     the prior's cells still carry the measured means per (bucket, K), which is what the
     governor uses where it has them; the forced flag lands in the prior's provenance.
     """
-    cmd = [sys.executable, "-m", "banditk.cli", "fit", str(trace), "--hardware", hardware, "-o", str(out)]
+    cmd = [sys.executable, "-m", "banditk.tools.cli", "fit", str(trace), "--hardware", hardware, "-o", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     forced = False
     if r.returncode != 0 and "refused" in r.stderr:

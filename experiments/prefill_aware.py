@@ -21,9 +21,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from banditk.atomic import atomic_write_text  # noqa: E402
-from banditk.config import GovernorConfig  # noqa: E402
+from banditk.core.config import GovernorConfig  # noqa: E402
 from banditk.governor import BanditGovernor  # noqa: E402
+from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.sim.engine import Simulator  # noqa: E402
 from banditk.sim.metrics import summarize  # noqa: E402
 from banditk.sim.scenario import parse_scenario  # noqa: E402

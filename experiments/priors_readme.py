@@ -7,8 +7,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from banditk.atomic import atomic_write_text  # noqa: E402
-from banditk.priorfile import read_json  # noqa: E402
+from banditk.io.atomic import atomic_write_text  # noqa: E402
+from banditk.io.priorfile import read_json  # noqa: E402
 
 
 def _terms(shape: dict | None) -> str:

@@ -31,11 +31,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from banditk.atomic import atomic_write_text  # noqa: E402
+from banditk.io.atomic import atomic_write_text  # noqa: E402
+from banditk.io.trace import read_trace  # noqa: E402
 from banditk.sim import hardware as hwmod  # noqa: E402
 from banditk.sim.models import get_model  # noqa: E402
 from banditk.sim.step_time import StepCostModel  # noqa: E402
-from banditk.trace import read_trace  # noqa: E402
 
 FIT_FIELDS = ("mem_bw", "peak_flops", "step_overhead_s", "per_request_overhead_s", "graph_launch_s", "per_layer_s")
 # Physical bounds, as in calibrate_cpu.py: 2-core DDR bandwidth, AVX2 fp32 peak, host overheads.

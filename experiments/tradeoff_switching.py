@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from banditk.atomic import atomic_write_text
-from banditk.config import GovernorConfig
+from banditk.core.config import GovernorConfig
+from banditk.core.types import StepContext
 from banditk.governor import BanditGovernor
-from banditk.synthetic import SyntheticTruth
-from banditk.types import StepContext
+from banditk.io.atomic import atomic_write_text
+from banditk.tools.synthetic import SyntheticTruth
 
 SETTINGS = ((0.0, 1), (0.03, 1), (0.03, 4), (0.03, 8), (0.03, 16))
 

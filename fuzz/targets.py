@@ -2,7 +2,7 @@
 
 ``check_input(data)`` picks a parser by the first byte and feeds it the rest:
 0 prior/snapshot JSON, 1 governor config JSON, 2 a step outcome for ``observe``,
-3 a trace line. Anything other than a :class:`banditk.errors.BanditkError` escaping
+3 a trace line. Anything other than a :class:`banditk.core.errors.BanditkError` escaping
 is a bug. Used by the atheris driver (``fuzz/fuzz_inputs.py``) and by the regression
 test that replays every kept crash input (``tests/test_fuzz_regressions.py``).
 """
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from banditk.config import GovernorConfig
-from banditk.errors import BanditkError
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import BanditkError
+from banditk.core.types import StepContext, StepOutcome
 from banditk.governor import BanditGovernor
-from banditk.priorfile import governor_from_snapshot, parse_json, prior_from_dict
-from banditk.trace import read_trace
-from banditk.types import StepContext, StepOutcome
+from banditk.io.priorfile import governor_from_snapshot, parse_json, prior_from_dict
+from banditk.io.trace import read_trace
 
 _GOV = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=0))
 _TMP = Path(tempfile.mkdtemp(prefix="banditk-fuzz-"))
@@ -81,7 +81,7 @@ def check_input(data: bytes) -> None:
 
 def seed_corpus(folder: Path) -> None:
     """A few valid inputs to start from."""
-    from banditk.priorfile import snapshot_dict
+    from banditk.io.priorfile import snapshot_dict
 
     folder.mkdir(parents=True, exist_ok=True)
     g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=2, seed=0, bucket_edges=(1, 8)))

@@ -7,7 +7,7 @@ import os
 import pytest
 from hypothesis import settings
 
-from banditk.synthetic import SyntheticTruth
+from banditk.tools.synthetic import SyntheticTruth
 
 # `make test` and CI are deterministic: hypothesis replays the same examples on every run
 # (derandomized, no example database). `make fuzz` loads "explore" to search for new inputs;

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from banditk.atomic import atomic_write_text
+from banditk.io.atomic import atomic_write_text
 
 WRITER = r"""
 import json, sys
-from banditk.atomic import atomic_write_text
+from banditk.io.atomic import atomic_write_text
 path = sys.argv[1]
 big = "x" * 2_000_000
 i = 0
@@ -59,7 +59,7 @@ def test_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
 
 TWO_WRITERS = r"""
 import json, sys
-from banditk.atomic import atomic_write_text
+from banditk.io.atomic import atomic_write_text
 path, who = sys.argv[1], sys.argv[2]
 for i in range(200):
     atomic_write_text(path, json.dumps({"writer": who, "i": i, "payload": who * 200_000}))

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from banditk.cli import main
-from banditk.priorfile import read_json, save_snapshot
+from banditk.io.priorfile import read_json, save_snapshot
 from banditk.testing.streams import trained_governor as trained
+from banditk.tools.cli import main
 
 
 @pytest.fixture
@@ -86,7 +86,18 @@ def test_help_on_every_command(argv, capsys):
 def test_console_script_runs_the_demo(tmp_path):
     snap = tmp_path / "demo.json"
     r = subprocess.run(
-        [sys.executable, "-m", "banditk.cli", "demo", "--steps", "300", "--phases", "1,64", "--snapshot", str(snap)],
+        [
+            sys.executable,
+            "-m",
+            "banditk.tools.cli",
+            "demo",
+            "--steps",
+            "300",
+            "--phases",
+            "1,64",
+            "--snapshot",
+            str(snap),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -10,11 +10,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from banditk.config import GovernorConfig
-from banditk.errors import BanditkError
-from banditk.priorfile import governor_from_snapshot, parse_json, prior_from_dict, snapshot_dict
-from banditk.synthetic import SyntheticTruth
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import BanditkError
+from banditk.io.priorfile import governor_from_snapshot, parse_json, prior_from_dict, snapshot_dict
 from banditk.testing.streams import run_stream
+from banditk.tools.synthetic import SyntheticTruth
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.floats(allow_nan=False) | st.text(max_size=8),

@@ -3,18 +3,18 @@
 import numpy as np
 import pytest
 
-from banditk.config import GovernorConfig
-from banditk.errors import (
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import (
     ConfigError,
     DrafterClassMismatchError,
     InvalidContextError,
     InvalidDecisionError,
     InvalidOutcomeError,
 )
+from banditk.core.types import Decision, StepContext, StepOutcome
 from banditk.governor import BanditGovernor
-from banditk.synthetic import SyntheticTruth
 from banditk.testing.streams import run_stream, switches
-from banditk.types import Decision, StepContext, StepOutcome
+from banditk.tools.synthetic import SyntheticTruth
 
 
 def gov(k_max: int = 4, **kw) -> BanditGovernor:
@@ -98,7 +98,7 @@ def test_lazy_epochs_cut_switches_between_near_tied_k(truth):
 
 
 def test_longest_epoch_below_the_base_epoch_is_refused():
-    from banditk.errors import ConfigError
+    from banditk.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="max_decision_interval"):
         gov(decision_interval=16, max_decision_interval=8)
@@ -242,8 +242,8 @@ def test_a_prior_that_knows_the_steps_next_to_a_chunk_is_checked_then_followed(t
     # The prior's cells next to a 1000-token chunk say K=1 is best there (each draft costs
     # 0.6 ms more than in a decode-only step, as in test_steps_next_to_a_prompt_chunk_get_their_own_k):
     # each decode K first gets 3 such steps of its own (to check the prior by), then they take K=1.
-    from banditk.prior import DrafterKey, Prior
-    from banditk.stats import SufficientStats
+    from banditk.io.prior import DrafterKey, Prior
+    from banditk.posterior.stats import SufficientStats
 
     stats = SufficientStats.zeros(4, len(GovernorConfig(drafter_class="mtp", k_max=4).bucket_edges))
     bucket = 5  # B = 8

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from banditk import nig
-from banditk.acceptance import expected_tokens, position_counts
-from banditk.latency_model import DEFAULT_SHAPE, features, features_rows, solve
-from banditk.sampling import gamma_variates
+from banditk.posterior import nig
+from banditk.posterior.acceptance import expected_tokens, position_counts
+from banditk.posterior.latency_model import DEFAULT_SHAPE, features, features_rows, solve
+from banditk.posterior.sampling import gamma_variates
 
 # ---- acceptance ----------------------------------------------------------------------
 

@@ -2,14 +2,14 @@
 
 import numpy as np
 
-from banditk.buckets import DEFAULT_BUCKET_EDGES, bucket_of, representative_batch
-from banditk.config import GovernorConfig
+from banditk.core.buckets import DEFAULT_BUCKET_EDGES, bucket_of, representative_batch
+from banditk.core.config import GovernorConfig
 from banditk.governor import BanditGovernor
-from banditk.prior import DrafterKey, Prior
-from banditk.prior_conflict import LIVE_BIAS_SD, MIN_LIVE_N, PriorCells
-from banditk.stats import SufficientStats
-from banditk.synthetic import SyntheticTruth
+from banditk.io.prior import DrafterKey, Prior
+from banditk.posterior.prior_conflict import LIVE_BIAS_SD, MIN_LIVE_N, PriorCells
+from banditk.posterior.stats import SufficientStats
 from banditk.testing.streams import run_stream
+from banditk.tools.synthetic import SyntheticTruth
 
 NB, K1 = 4, 3
 
@@ -136,7 +136,7 @@ def test_a_right_prior_keeps_its_weight_and_its_head_start():
 
 
 def test_a_snapshot_keeps_the_prior_as_loaded_and_restores_its_weighing(tmp_path):
-    from banditk.priorfile import load_snapshot, save_snapshot
+    from banditk.io.priorfile import load_snapshot, save_snapshot
 
     prior = _prior_of(lambda k: 1.25 * (1.0 + 0.6 * k), (1.25, 1.25, 3.0, 3.0))
     g = _governor(prior)

@@ -6,10 +6,11 @@ import pickle
 import numpy as np
 import pytest
 
-from banditk.config import GovernorConfig
-from banditk.errors import DrafterClassMismatchError, IncompatiblePriorError, PriorFormatError
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import DrafterClassMismatchError, IncompatiblePriorError, PriorFormatError
+from banditk.core.types import StepContext, StepOutcome
 from banditk.governor import BanditGovernor
-from banditk.priorfile import (
+from banditk.io.priorfile import (
     MAX_FILE_BYTES,
     governor_from_snapshot,
     load_prior,
@@ -22,9 +23,8 @@ from banditk.priorfile import (
     save_snapshot,
     snapshot_dict,
 )
-from banditk.synthetic import SyntheticTruth
 from banditk.testing.streams import run_stream, trained_governor
-from banditk.types import StepContext, StepOutcome
+from banditk.tools.synthetic import SyntheticTruth
 
 
 def trained(seed=0, steps=1500, batches=(1, 8, 64), discount=0.998, **kw) -> BanditGovernor:
@@ -88,7 +88,7 @@ def test_merge_of_two_snapshots_equals_one_governor_fed_both_streams():
         g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=seed, discount=1.0, model_discount=1.0))
         log = []
         rng = np.random.default_rng(seed)
-        from banditk.types import StepContext
+        from banditk.core.types import StepContext
 
         for b in batches:
             d = g.select(StepContext(int(b), 4, "mtp"))
@@ -222,7 +222,7 @@ def test_malformed_priors_name_the_field(tmp_path, prior_doc, mutate, pattern):
 
 
 def test_unknown_drafter_class_in_a_prior(tmp_path, prior_doc):
-    from banditk.errors import UnknownDrafterClassError
+    from banditk.core.errors import UnknownDrafterClassError
 
     prior_doc["drafter"]["class"] = "medusa"
     with pytest.raises(UnknownDrafterClassError, match=r"Unknown drafter.class='medusa'; expected one of: .*mtp"):

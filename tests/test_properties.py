@@ -4,10 +4,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from banditk.config import GovernorConfig
-from banditk.errors import BanditkError
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import BanditkError
+from banditk.core.types import StepContext, StepOutcome
 from banditk.governor import BanditGovernor
-from banditk.types import StepContext, StepOutcome
 
 durations = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**9))
 

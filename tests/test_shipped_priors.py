@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from banditk.config import GovernorConfig
-from banditk.errors import DrafterClassMismatchError
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import DrafterClassMismatchError
 from banditk.governor import BanditGovernor
-from banditk.priorfile import load_prior
+from banditk.io.priorfile import load_prior
 
 PRIORS = sorted((Path(__file__).resolve().parents[1] / "priors").glob("*.json"))
 

@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest
 
-from banditk.errors import PriorFormatError
-from banditk.trace import header, read_trace, step_record
-from banditk.types import Decision, StepOutcome
+from banditk.core.errors import PriorFormatError
+from banditk.core.types import Decision, StepOutcome
+from banditk.io.trace import header, read_trace, step_record
 
 
 def test_round_trip_with_rotation_and_a_torn_last_line(tmp_path):
@@ -34,10 +34,10 @@ def test_trace_without_header_or_steps(tmp_path):
 
 
 def test_recording_policy_writes_what_the_fitter_reads(tmp_path):
+    from banditk.io.recording import RecordingPolicy
     from banditk.policies import make_policy
-    from banditk.recording import RecordingPolicy
-    from banditk.synthetic import SyntheticTruth
     from banditk.testing.streams import run_stream
+    from banditk.tools.synthetic import SyntheticTruth
 
     truth = SyntheticTruth()
     path = tmp_path / "rec.jsonl"

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from banditk.errors import BanditkError, InvalidContextError, InvalidOutcomeError, UnknownDrafterClassError
-from banditk.types import StepContext, StepOutcome
+from banditk.core.errors import BanditkError, InvalidContextError, InvalidOutcomeError, UnknownDrafterClassError
+from banditk.core.types import StepContext, StepOutcome
 
 
 def test_accepted_above_drafted_names_request_and_values():

@@ -8,7 +8,7 @@ end, engine core, workers). In the front end it wraps
 1. ``governor`` and ``governor_config`` are taken out of the speculative-config
    dict before vLLM's ``SpeculativeConfig`` (which forbids extra keys) sees them,
    and validated (:mod:`banditk.adapter.settings`, :mod:`.policy_factory`): a bad
-   value raises :class:`~banditk.errors.ConfigError` here, before any model loads;
+   value raises :class:`~banditk.core.errors.ConfigError` here, before any model loads;
 2. vLLM's dynamic-K mode is switched on with a table that asks for K_max at every
    batch size (``[[1, max_num_seqs, K_max]]``), so the runner accepts a K per step;
 3. the validated settings ride to the engine-core process in
@@ -28,9 +28,9 @@ import functools
 import logging
 import os
 
-from ..errors import ConfigError
-from . import vllm_compat
-from .settings import ADDITIONAL_CONFIG_KEY, AdapterSettings, split_speculative_config
+from banditk.adapter import vllm_compat
+from banditk.adapter.settings import ADDITIONAL_CONFIG_KEY, AdapterSettings, split_speculative_config
+from banditk.core.errors import ConfigError
 
 logger = logging.getLogger("vllm.banditk")
 
@@ -64,7 +64,7 @@ def register() -> None:
         return
     if os.environ.get(WORKER_TIMING_ENV) == "1":
         try:
-            from .worker_timing import install
+            from banditk.adapter.worker_timing import install
 
             install()
         except Exception as e:
@@ -104,7 +104,7 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
     method = norm.get("method")
     if isinstance(k_max, int) and not isinstance(k_max, bool) and k_max > 0:
         if settings.drafter_class is not None or method in _known_methods():
-            from .policy_factory import validate
+            from banditk.adapter.policy_factory import validate
 
             validate(settings.resolve(method=method, k_max=k_max))  # fail fast, before any config I/O
         clean["num_speculative_tokens_per_batch_size"] = vllm_compat.dynamic_k_table(
@@ -113,14 +113,14 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
 
 
 def _known_methods() -> set[str]:
-    from ..drafters import VLLM_METHOD_TO_CLASS
+    from banditk.core.drafters import VLLM_METHOD_TO_CLASS
 
     return set(VLLM_METHOD_TO_CLASS)
 
 
 def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSettings:
     """Resolve settings against the built config, carry them to the engine core, pick the scheduler."""
-    from .policy_factory import validate
+    from banditk.adapter.policy_factory import validate
 
     if vllm_config.speculative_config is None:
         raise ConfigError("speculative_config.governor is set but vLLM built no speculative config.")
@@ -152,7 +152,7 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
     qualname = ASYNC_SCHEDULER_QUALNAME if vllm_compat.async_scheduling(vllm_config) else SCHEDULER_QUALNAME
     vllm_compat.set_scheduler_cls(vllm_config, qualname)
     os.environ[WORKER_TIMING_ENV] = "1"
-    from .worker_timing import install
+    from banditk.adapter.worker_timing import install
 
     install()  # the in-process layout runs the model here
     logger.info(

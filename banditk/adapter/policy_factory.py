@@ -2,16 +2,16 @@
 
 Used twice: in the front-end process to validate everything before the model
 loads (:func:`validate`), and in the engine core to build the live policy
-(:func:`build_policy`). Both paths raise :class:`~banditk.errors.ConfigError`
-(or another :class:`~banditk.errors.BanditkError`) naming the field and value.
+(:func:`build_policy`). Both paths raise :class:`~banditk.core.errors.ConfigError`
+(or another :class:`~banditk.core.errors.BanditkError`) naming the field and value.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..errors import BanditkError, ConfigError
-from .settings import AdapterSettings
+from banditk.adapter.settings import AdapterSettings
+from banditk.core.errors import BanditkError, ConfigError
 
 
 def governor_config_dict(settings: AdapterSettings) -> dict:
@@ -31,10 +31,10 @@ def load_prior(settings: AdapterSettings) -> Any:
     if settings.prior is None:
         return None
     try:
-        from ..priorfile import load_prior as _load
+        from banditk.io.priorfile import load_prior as _load
     except ImportError as e:  # the core's prior file module is not there yet
         raise ConfigError(
-            f"governor_config.prior={settings.prior!r} needs banditk.priorfile, which failed to import: {e}."
+            f"governor_config.prior={settings.prior!r} needs banditk.io.priorfile, which failed to import: {e}."
         ) from e
     try:
         return _load(settings.prior, drafter_class=settings.drafter_class_for(), k_max=settings.k_max)
@@ -50,13 +50,13 @@ def build_policy(settings: AdapterSettings) -> Any:
     """
     if settings.k_max is None:
         raise ConfigError("internal: settings.k_max is not resolved; call AdapterSettings.resolve first.")
-    from ..governor import BanditGovernor, GovernorConfig
+    from banditk.governor import BanditGovernor, GovernorConfig
 
     gcfg = GovernorConfig.from_dict(governor_config_dict(settings))
     prior = load_prior(settings)
     spec = policy_spec(settings)
     try:
-        from ..policies import make_policy
+        from banditk.policies import make_policy
     except ImportError:
         make_policy = None
     if make_policy is None:

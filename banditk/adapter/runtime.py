@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import trace
-from ..types import StepContext, StepOutcome
-from . import vllm_compat, worker_timing
-from .breaker import SlowCallBreaker
-from .ledger import DecisionLedger
-from .settings import ADDITIONAL_CONFIG_KEY, AdapterSettings
-from .snapshots import SnapshotWriter
-from .telemetry import RotatingJsonl, Telemetry
+from banditk.adapter import vllm_compat, worker_timing
+from banditk.adapter.breaker import SlowCallBreaker
+from banditk.adapter.ledger import DecisionLedger
+from banditk.adapter.settings import ADDITIONAL_CONFIG_KEY, AdapterSettings
+from banditk.adapter.snapshots import SnapshotWriter
+from banditk.adapter.telemetry import RotatingJsonl, Telemetry
+from banditk.core.types import StepContext, StepOutcome
+from banditk.io import trace
 
 # A child of vLLM's logger, so state lines appear in vLLM's log with its format.
 logger = logging.getLogger("vllm.banditk")
@@ -106,7 +106,7 @@ class GovernorRuntime:
 
     @classmethod
     def from_vllm_config(cls, vllm_config: Any) -> GovernorRuntime:
-        from .policy_factory import build_policy
+        from banditk.adapter.policy_factory import build_policy
 
         vllm_compat.check_vllm_shape()
         raw = vllm_compat.additional_config(vllm_config).get(ADDITIONAL_CONFIG_KEY)
@@ -292,7 +292,7 @@ class GovernorRuntime:
             self._error("observe", e)
         self._observe_s += time.perf_counter() - t0
         if self.log is not None:
-            # The trace format of banditk.trace: `banditk fit` reads this log directly.
+            # The trace format of banditk.io.trace: `banditk fit` reads this log directly.
             self.log.write(
                 trace.step_record(
                     prev.decision,

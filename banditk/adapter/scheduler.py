@@ -15,7 +15,7 @@ from __future__ import annotations
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from .runtime import GovernorRuntime
+from banditk.adapter.runtime import GovernorRuntime
 
 
 class _GovernedMixin:

@@ -35,8 +35,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..drafters import VLLM_METHOD_TO_CLASS, check_drafter_class
-from ..errors import ConfigError
+from banditk.core.drafters import VLLM_METHOD_TO_CLASS, check_drafter_class
+from banditk.core.errors import ConfigError
 
 #: The two keys banditk adds to vLLM's speculative config.
 GOVERNOR_KEY = "governor"
@@ -192,7 +192,7 @@ def parse_settings(governor: Any, governor_config: Any) -> AdapterSettings:
     >>> parse_settings("bandit", {"snapshot_interval_s": -1})
     Traceback (most recent call last):
     ...
-    banditk.errors.ConfigError: governor_config.snapshot_interval_s must be a number >= 0, got -1.
+    banditk.core.errors.ConfigError: governor_config.snapshot_interval_s must be a number >= 0, got -1.
     """
     governor = _check_governor(governor)
     if governor_config is None:

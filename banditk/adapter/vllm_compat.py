@@ -38,7 +38,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ..errors import BanditkError
+from banditk.core.errors import BanditkError
 
 
 class VllmShapeError(BanditkError, RuntimeError):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import time
 
-from . import vllm_compat
+from banditk.adapter import vllm_compat
 
 #: Attribute set on ``ModelRunnerOutput``: ``(target_s, draft_s)``.
 TIMING_ATTR = "banditk_timing"

@@ -28,11 +28,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import nnls
 
-from ..buckets import bucket_of, representative_batch
-from ..latency_model import features_rows
-from ..stats import MIXED_FIELDS, SufficientStats
-from .data import FitData
-from .model import Posterior
+from banditk.core.buckets import bucket_of, representative_batch
+from banditk.fit.data import FitData
+from banditk.fit.model import Posterior
+from banditk.posterior.latency_model import features_rows
+from banditk.posterior.stats import MIXED_FIELDS, SufficientStats
 
 
 def prior_stats(data: FitData, posterior: Posterior, edges: tuple[int, ...], strength: float) -> SufficientStats:

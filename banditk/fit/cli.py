@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..buckets import DEFAULT_BUCKET_EDGES
+from banditk.core.buckets import DEFAULT_BUCKET_EDGES
 
 DESCRIPTION = """\
 Fit a Bayesian model of step time and acceptance to step traces (the vLLM adapter's JSONL
@@ -115,9 +115,9 @@ def add_fit_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
 
 def run_fit(args: argparse.Namespace) -> int:
     """Run ``banditk fit``; 0 when the prior was written, 1 when a check failed (errors raise BanditkError)."""
-    from ..errors import BanditkError
-    from .diagnostics import Thresholds
-    from .errors import DiagnosticsFailedError, FitInputError
+    from banditk.core.errors import BanditkError
+    from banditk.fit.diagnostics import Thresholds
+    from banditk.fit.errors import DiagnosticsFailedError, FitInputError
 
     if not args.max_ppc_error > 0:
         raise FitInputError(f"--max-ppc-error must be a positive fraction, got {args.max_ppc_error}.")
@@ -125,8 +125,8 @@ def run_fit(args: argparse.Namespace) -> int:
         import pyro  # noqa: F401
     except ImportError:
         raise BanditkError("banditk fit needs Pyro: pip install 'banditk[fit]'.") from None
-    from .fitter import FitOptions, fit, write_prior
-    from .ppc import format_table
+    from banditk.fit.fitter import FitOptions, fit, write_prior
+    from banditk.fit.ppc import format_table
 
     try:
         options = FitOptions(
@@ -235,7 +235,7 @@ def _diagnostics_text(result) -> str:
 
 
 def _write_report(path: Path, result) -> None:
-    from ..atomic import atomic_write_text
+    from banditk.io.atomic import atomic_write_text
 
     doc = {
         "diagnostics": result.diagnostics,

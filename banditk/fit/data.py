@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..buckets import DEFAULT_BUCKET_EDGES, replay_buckets
-from ..config import GovernorConfig
-from ..stats import MIXED_FIELDS
-from ..trace import Trace, read_trace
-from .errors import FitInputError
+from banditk.core.buckets import DEFAULT_BUCKET_EDGES, replay_buckets
+from banditk.core.config import GovernorConfig
+from banditk.fit.errors import FitInputError
+from banditk.io.trace import Trace, read_trace
+from banditk.posterior.stats import MIXED_FIELDS
 
 _DEFAULT_DWELL = GovernorConfig(drafter_class="mtp", k_max=1).bucket_dwell
 
@@ -59,7 +59,7 @@ class MixedCells:
     (tokens), t^2, P^2 and t P. Each step is in its load's bucket: most such steps have
     one request fewer decoding than the load's other steps (one finished, its successor
     prefills), and the governor's dwell keeps such a dip in the load's bucket
-    (:func:`banditk.buckets.replay_buckets` without hysteresis). Hysteresis is left out
+    (:func:`banditk.core.buckets.replay_buckets` without hysteresis). Hysteresis is left out
     as it is for the decode-only cells (bucket of B): it depends on the path by which the
     trace's load reached B, and a deployment's path is its own.
     """
@@ -178,7 +178,7 @@ def load(
 
     Raises:
         FitInputError: no paths, traces of another or of mixed classes, or no step within ``k_max``.
-        banditk.errors.PriorFormatError: a trace has no usable header or steps (from :func:`banditk.trace.read_trace`).
+        banditk.core.errors.PriorFormatError: a trace has no usable header or steps (from :func:`banditk.io.trace.read_trace`).
     """
     if not paths:
         raise FitInputError("`traces` is empty: give at least one trace file.")
@@ -187,14 +187,14 @@ def load(
     if drafter_class is not None:
         for name, t in traces:
             if t.drafter_class != drafter_class:
-                from ..errors import DrafterClassMismatchError
+                from banditk.core.errors import DrafterClassMismatchError
 
                 raise DrafterClassMismatchError(
                     f"{name!r} is a trace of drafter class {t.drafter_class!r}, not --drafter-class={drafter_class!r}: "
                     "parameters never transfer across drafter classes."
                 )
     if len(classes) > 1:
-        from ..errors import DrafterClassMismatchError
+        from banditk.core.errors import DrafterClassMismatchError
 
         found = ", ".join(f"{name!r}: {t.drafter_class!r}" for name, t in traces)
         raise DrafterClassMismatchError(

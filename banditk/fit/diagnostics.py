@@ -13,7 +13,7 @@ Thresholds and why:
   observed mean is itself uncertain by cv / sqrt(20), about 1-2% for step-time noise of
   5-10%, so a right model stays well below 5%. Above it the interpretable model is wrong
   for this trace by more than the goodput gap between neighbouring K near the optimum
-  (a few percent: at B = 8 in :class:`banditk.synthetic.SyntheticTruth`, K = 1 and 3 are within
+  (a few percent: at B = 8 in :class:`banditk.tools.synthetic.SyntheticTruth`, K = 1 and 3 are within
   5% of the best K = 2),
   so its estimates for untried cells would rank K wrongly.
 """

@@ -1,12 +1,12 @@
 """Errors raised by ``banditk fit``.
 
-Both derive from :class:`banditk.errors.BanditkError` (so the CLI prints them and exits 1)
+Both derive from :class:`banditk.core.errors.BanditkError` (so the CLI prints them and exits 1)
 and from the built-in they specialise.
 """
 
 from __future__ import annotations
 
-from ..errors import BanditkError
+from banditk.core.errors import BanditkError
 
 
 class FitInputError(BanditkError, ValueError):

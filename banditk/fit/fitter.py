@@ -14,20 +14,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import __version__
-from ..buckets import DEFAULT_BUCKET_EDGES, check_bucket_edges
-from ..errors import ConfigError
-from ..latency_model import FEATURES
-from ..prior import DrafterKey, Prior, now_iso
-from ..priorfile import save_prior
-from . import data as data_mod
-from .acceptance import AcceptanceFit, fit_acceptance
-from .build import governor_regression, prior_stats
-from .diagnostics import Thresholds, nuts_failures, ppc_failures, svi_failures
-from .errors import DiagnosticsFailedError, FitInputError
-from .model import MODEL_NAME, MODEL_SUMMARY, Posterior, model_inputs, single_thread
-from .ppc import PpcResult, posterior_predictive
-from .shape import LatencyShape, choose_shape
+from banditk import __version__
+from banditk.core.buckets import DEFAULT_BUCKET_EDGES, check_bucket_edges
+from banditk.core.errors import ConfigError
+from banditk.fit import data as data_mod
+from banditk.fit.acceptance import AcceptanceFit, fit_acceptance
+from banditk.fit.build import governor_regression, prior_stats
+from banditk.fit.diagnostics import Thresholds, nuts_failures, ppc_failures, svi_failures
+from banditk.fit.errors import DiagnosticsFailedError, FitInputError
+from banditk.fit.model import MODEL_NAME, MODEL_SUMMARY, Posterior, model_inputs, single_thread
+from banditk.fit.ppc import PpcResult, posterior_predictive
+from banditk.fit.shape import LatencyShape, choose_shape
+from banditk.io.prior import DrafterKey, Prior, now_iso
+from banditk.io.priorfile import save_prior
+from banditk.posterior.latency_model import FEATURES
 
 METHODS = ("auto", "nuts", "svi")
 #: ``--method auto`` uses NUTS up to this many steps and SVI above. The fit's cost does
@@ -139,8 +139,8 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
 
     Raises:
         FitInputError: unusable options or traces (too few distinct (B, K) to fit).
-        banditk.errors.DrafterClassMismatchError: a trace of another class than ``options.drafter_class``.
-        banditk.errors.PriorFormatError: a trace without a usable header or steps.
+        banditk.core.errors.DrafterClassMismatchError: a trace of another class than ``options.drafter_class``.
+        banditk.core.errors.PriorFormatError: a trace without a usable header or steps.
     """
     start = time.perf_counter()
     data = data_mod.load(
@@ -160,7 +160,7 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
     th = options.thresholds
     elbo = None
     if method == "nuts":
-        from .nuts import run_nuts
+        from banditk.fit.nuts import run_nuts
 
         draws = options.chains * options.samples
         with single_thread():
@@ -192,7 +192,7 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
         if r.chains < 2:
             failures.append("r-hat needs at least 2 chains, got --chains 1")
     else:
-        from .svi import run_svi
+        from banditk.fit.svi import run_svi
 
         with single_thread():
             r = run_svi(inputs, max_steps=options.svi_max_steps, seed=options.seed, progress=options.progress)

@@ -6,7 +6,7 @@ For the steps of one (B, K) group g (n_g steps, mean ybar_g, squared deviations 
     w_j     = u_j * scale_j                 scale_j: the weight that alone would explain the mean step time
     cv      ~ HalfNormal(0.5)               step-time noise sd = cv * mean (noise grows with t)
     delta   ~ HalfNormal(0.1)               relative misfit of the parametric form per (B, K)
-    mu_g    = x(B_g, K_g) . w               the interpretable model (banditk.latency_model), plus the
+    mu_g    = x(B_g, K_g) . w               the interpretable model (banditk.posterior.latency_model), plus the
                                             optional terms of the trace's shape (banditk.fit.shape)
     sigma_g = cv * ybar_g                   noise sd, proportional to the (observed) mean step time
     ybar_g  ~ Normal(mu_g, sqrt(sigma_g^2 / n_g + (delta ybar_g)^2))
@@ -44,9 +44,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..latency_model import FEATURES
-from .data import StepGroups
-from .shape import LatencyShape, relative_nnls
+from banditk.fit.data import StepGroups
+from banditk.fit.shape import LatencyShape, relative_nnls
+from banditk.posterior.latency_model import FEATURES
 
 #: Name and version of the model, recorded in a prior's provenance. v2: optional
 #: per-request, MoE-expert and compute-knee terms (banditk.fit.shape).

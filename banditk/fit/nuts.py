@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import ModelInputs, Posterior, from_theta, laplace, potential
+from banditk.fit.model import ModelInputs, Posterior, from_theta, laplace, potential
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..buckets import bucket_of
-from .data import StepGroups
-from .model import Posterior
+from banditk.core.buckets import bucket_of
+from banditk.fit.data import StepGroups
+from banditk.fit.model import Posterior
 
 #: Cells with fewer steps are shown but left out of the summary: their observed mean
 #: is itself uncertain by more than the threshold (cv / sqrt(n): 0.1 / sqrt(20) = 2.2%).

@@ -1,6 +1,6 @@
 """Optional terms of the offline latency model, and their choice per trace.
 
-The governor's online model (:mod:`banditk.latency_model`) is linear in four features
+The governor's online model (:mod:`banditk.posterior.latency_model`) is linear in four features
 whose form is fixed. The offline fit can afford more. Three terms with a physical reason
 are added where a trace shows them, with ``n = B (K + 1)`` the tokens verified:
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import nnls
 
-from ..latency_model import FEATURES, features_rows
+from banditk.posterior.latency_model import FEATURES, features_rows
 
 #: Grids of the non-linear shape parameters.
 GAMMA_GRID = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -63,7 +63,7 @@ class LatencyShape:
         return (2 if self.moe else 0) + (1 if self.knee_tokens is not None else 0)
 
     def rows(self, batch: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """Feature rows for paired arrays of B and K (:func:`banditk.latency_model.features_rows` first).
+        """Feature rows for paired arrays of B and K (:func:`banditk.posterior.latency_model.features_rows` first).
 
         >>> LatencyShape(per_request=True, knee_tokens=8.0).rows(np.array([4.0]), np.array([2])).tolist()
         [[1.0, 12.0, 2.0, 8.0, 4.0, 4.0]]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import ModelInputs, Posterior, as_tensors, from_theta, laplace, step_time_model
+from banditk.fit.model import ModelInputs, Posterior, as_tensors, from_theta, laplace, step_time_model
 
 #: Default convergence tolerances (see the module docstring).
 REL_TOL = 1e-6

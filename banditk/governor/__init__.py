@@ -11,10 +11,10 @@
 - ``summary``: goodput means, P(best) and the log line;
 - ``state``: the snapshot schema of the governor's state.
 
-Bucket dwell and hysteresis are :mod:`banditk.buckets`; the conjugate formulas are
-:mod:`banditk.nig` and :mod:`banditk.acceptance`.
+Bucket dwell and hysteresis are :mod:`banditk.core.buckets`; the conjugate formulas are
+:mod:`banditk.posterior.nig` and :mod:`banditk.posterior.acceptance`.
 """
 
-from .bandit import BanditGovernor
+from banditk.governor.bandit import BanditGovernor
 
 __all__ = ["BanditGovernor"]

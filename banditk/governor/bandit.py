@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..acceptance import expected_tokens
-from ..buckets import bucket_with_hysteresis, debounced
-from ..config import GovernorConfig
-from ..errors import DrafterClassMismatchError, InvalidContextError, InvalidDecisionError, InvalidOutcomeError
-from ..prior import Prior
-from ..stats import DECODE_ONLY_KEYS
-from ..types import Decision, StepContext, StepOutcome
-from . import epochs, scoring, state, summary
-from .posterior import GoodputPosterior
+from banditk.core.buckets import bucket_with_hysteresis, debounced
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import (
+    DrafterClassMismatchError,
+    InvalidContextError,
+    InvalidDecisionError,
+    InvalidOutcomeError,
+)
+from banditk.core.types import Decision, StepContext, StepOutcome
+from banditk.governor import epochs, scoring, state, summary
+from banditk.governor.posterior import GoodputPosterior
+from banditk.io.prior import Prior
+from banditk.posterior.acceptance import expected_tokens
+from banditk.posterior.stats import DECODE_ONLY_KEYS
 
 #: Live steps next to a chunk the decode K needs in its cell before such a step may leave it.
 CHUNK_LEARN_STEPS = 3.0
@@ -37,7 +42,7 @@ class BanditGovernor:
         IncompatiblePriorError: the prior's K_max is smaller or its bucket edges differ.
 
     Examples:
-        >>> from banditk.types import StepContext, StepOutcome
+        >>> from banditk.core.types import StepContext, StepOutcome
         >>> gov = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4))
         >>> d = gov.select(StepContext(num_decoding=8, k_max=4, drafter_class="mtp"))
         >>> 0 <= d.k <= 4

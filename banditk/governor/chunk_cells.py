@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..nig import posterior_from_moments
-from ..prior_conflict import shared_chunk_slope
-from ..stats import SufficientStats
+from banditk.posterior.nig import posterior_from_moments
+from banditk.posterior.prior_conflict import shared_chunk_slope
+from banditk.posterior.stats import SufficientStats
 
 #: Weight, in steps, of the additive prior of a cell next to a chunk: a K with a few such
 #: steps is read mostly from them.

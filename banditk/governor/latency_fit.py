@@ -1,6 +1,6 @@
 """The online latency regression that sets every cell's prior mean.
 
-Each observed step adds a row of :func:`banditk.latency_model.features_rows` to discounted
+Each observed step adds a row of :func:`banditk.posterior.latency_model.features_rows` to discounted
 normal equations; every ``regression_refresh`` observations the weights are re-solved under a
 ridge prior (the prior file's weights, or the default shape scaled to the first steps) and each
 cell's prior mean becomes the model's time at its bucket's representative B.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import latency_model
-from ..stats import SufficientStats
+from banditk.posterior import latency_model
+from banditk.posterior.stats import SufficientStats
 
 
 def fold(data: SufficientStats, pending: list[tuple[float, int, float, float]], gamma: float) -> None:

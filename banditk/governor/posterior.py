@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import latency_model, nig
-from ..acceptance import position_counts
-from ..buckets import representative_batch
-from ..config import GovernorConfig
-from ..prior import Prior
-from ..stats import SufficientStats
-from . import chunk_cells, latency_fit, outliers
-from .prior_weighing import PriorWeigher, fit_prior
-from .thompson import draw_tokens_and_times
+from banditk.core.buckets import representative_batch
+from banditk.core.config import GovernorConfig
+from banditk.governor import chunk_cells, latency_fit, outliers
+from banditk.governor.prior_weighing import PriorWeigher, fit_prior
+from banditk.governor.thompson import draw_tokens_and_times
+from banditk.io.prior import Prior
+from banditk.posterior import latency_model, nig
+from banditk.posterior.acceptance import position_counts
+from banditk.posterior.stats import SufficientStats
 
 #: Shape a0 of the cells' inverse-gamma noise prior: 2 is the weakest with a finite mean,
 #: so the prior noise guess (latency_cv * mean) is its mean.

@@ -1,7 +1,7 @@
 """A prior's latency cells, weighed down where live data contradicts them.
 
 Per bucket, the calibration variance tau^2 of the prior's cell means about the live cells
-(:mod:`banditk.prior_conflict`) sets how much of each prior cell is kept. Decode-only cells
+(:mod:`banditk.posterior.prior_conflict`) sets how much of each prior cell is kept. Decode-only cells
 are compared with the live decode-only cells; cells next to a chunk with the live ones
 carried to the prior cell's chunk size along the prior's slope, since this deployment's
 chunks may cost otherwise than the trace's. Acceptance and regression are used as loaded.
@@ -13,11 +13,11 @@ import dataclasses
 
 import numpy as np
 
-from .. import prior_conflict
-from ..config import GovernorConfig
-from ..errors import DrafterClassMismatchError, IncompatiblePriorError
-from ..prior import Prior
-from ..stats import MIXED_FIELDS, SufficientStats
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import DrafterClassMismatchError, IncompatiblePriorError
+from banditk.io.prior import Prior
+from banditk.posterior import prior_conflict
+from banditk.posterior.stats import MIXED_FIELDS, SufficientStats
 
 
 def fit_prior(config: GovernorConfig, prior: Prior) -> SufficientStats:

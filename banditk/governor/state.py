@@ -13,11 +13,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..config import GovernorConfig
-from ..errors import PriorFormatError
-from ..latency_model import FEATURES
-from ..prior_conflict import MAX_TAU2
-from ..stats import DECODE_ONLY_KEYS, SufficientStats
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import PriorFormatError
+from banditk.posterior.latency_model import FEATURES
+from banditk.posterior.prior_conflict import MAX_TAU2
+from banditk.posterior.stats import DECODE_ONLY_KEYS, SufficientStats
 
 #: Fields of older snapshots that the governor no longer keeps; they are ignored on load.
 OBSOLETE = frozenset({"mixed_share", "mixed_chunk"})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..acceptance import expected_tokens
-from .thompson import MIN_STEP_S
+from banditk.governor.thompson import MIN_STEP_S
+from banditk.posterior.acceptance import expected_tokens
 
 
 def mean_goodput(acc_a: np.ndarray, acc_b: np.ndarray, mean_step_s: np.ndarray, rep_batch: np.ndarray) -> np.ndarray:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..acceptance import expected_tokens
-from ..nig import mean_from_variates
-from ..sampling import gamma_variates
+from banditk.posterior.acceptance import expected_tokens
+from banditk.posterior.nig import mean_from_variates
+from banditk.posterior.sampling import gamma_variates
 
 #: Floor on a sampled step time, against division by ~0 from a wild draw.
 MIN_STEP_S = 1e-7

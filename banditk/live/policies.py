@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import ConfigError
+from banditk.core.errors import ConfigError
 
 
 def speculative_config(

@@ -6,11 +6,11 @@ builds any of them.
 
 from __future__ import annotations
 
-from ..config import GovernorConfig
-from ..errors import ConfigError
-from .base import Policy
-from .static import FixedPolicy, NoSpecPolicy, TablePolicy
-from .ucb import UCBPolicy
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import ConfigError
+from banditk.policies.base import Policy
+from banditk.policies.static import FixedPolicy, NoSpecPolicy, TablePolicy
+from banditk.policies.ucb import UCBPolicy
 
 __all__ = ["Policy", "FixedPolicy", "NoSpecPolicy", "TablePolicy", "UCBPolicy", "make_policy", "POLICY_SPECS"]
 
@@ -37,8 +37,8 @@ def make_policy(
         k_max: the server's largest K.
         drafter_class: the drafter class.
         seed: random seed (bandit).
-        config: extra :class:`~banditk.config.GovernorConfig` fields (bandit).
-        prior: a :class:`~banditk.prior.Prior` (bandit).
+        config: extra :class:`~banditk.core.config.GovernorConfig` fields (bandit).
+        prior: a :class:`~banditk.io.prior.Prior` (bandit).
 
     Raises:
         ConfigError: unknown spec or bad parameters, naming the spec.
@@ -49,7 +49,7 @@ def make_policy(
     if not isinstance(spec, str):
         raise ConfigError(f"policy must be a string, got {spec!r}.")
     if spec == "bandit":
-        from ..governor import BanditGovernor
+        from banditk.governor import BanditGovernor
 
         fields = {"drafter_class": drafter_class, "k_max": k_max, "seed": seed, **(config or {})}
         return BanditGovernor(GovernorConfig.from_dict(fields), prior)
@@ -66,12 +66,12 @@ def make_policy(
     if spec == "ucb":
         return UCBPolicy(k_max=k_max)
     if spec == "random":
-        from .explore import RandomKPolicy
+        from banditk.policies.explore import RandomKPolicy
 
         return RandomKPolicy(k_max=k_max, seed=seed)
     if spec.startswith("peer:"):
         try:
-            from . import peers
+            from banditk.policies import peers
         except ImportError:
             raise ConfigError(f"policy {spec!r}: the peer policies are not available in this build.") from None
         return peers.make_peer(spec.split(":", 1)[1], k_max=k_max)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from ..types import Decision, StepContext, StepOutcome
+from banditk.core.types import Decision, StepContext, StepOutcome
 
 
 @runtime_checkable

@@ -8,7 +8,7 @@ that verifies its drafts) also drafts for the next decision: with a new K every 
 the draft cost of K is spread over every cell and the fitted cost of K comes out flat.
 Held, only the first step of each run of K mixes two K.
 
->>> from banditk.types import StepContext
+>>> from banditk.core.types import StepContext
 >>> p = RandomKPolicy(k_max=3, seed=0)
 >>> ks = [p.select(StepContext(4, 3, "mtp")).k for _ in range(400)]
 >>> sorted(set(ks)), ks[:8] == [ks[0]] * 8
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..types import Decision, StepContext, StepOutcome
+from banditk.core.errors import ConfigError
+from banditk.core.types import Decision, StepContext, StepOutcome
 
 
 class RandomKPolicy:

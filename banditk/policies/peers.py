@@ -18,9 +18,9 @@ import json
 
 import numpy as np
 
-from ..errors import ConfigError, InvalidContextError
-from ..types import Decision, StepContext, StepOutcome
-from .static import table_k
+from banditk.core.errors import ConfigError, InvalidContextError
+from banditk.core.types import Decision, StepContext, StepOutcome
+from banditk.policies.static import table_k
 
 #: Batch-size ranges (upper edges) of the SGLang peer's per-range state (assumed).
 SGLANG_RANGES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 10**9)
@@ -47,7 +47,7 @@ class SGLangAdaptivePeer:
         ema: smoothing weight of the newest step (assumed 0.05).
         up_margin: assumed 0.4. down_margin: assumed 1.2. min_dwell: assumed 32.
 
-    >>> from banditk.types import StepContext, StepOutcome
+    >>> from banditk.core.types import StepContext, StepOutcome
     >>> p = SGLangAdaptivePeer(k_max=4)
     >>> for _ in range(200):  # every draft accepted: depth climbs to k_max
     ...     d = p.select(StepContext(4, 4, "mtp"))
@@ -134,7 +134,7 @@ class VllmAdaptiveKPeer:
         window: 256. probe_every: 64. hysteresis: 0.05.
         threshold: conditional acceptance needed to keep a position (assumed 0.5).
 
-    >>> from banditk.types import StepContext, StepOutcome
+    >>> from banditk.core.types import StepContext, StepOutcome
     >>> p = VllmAdaptiveKPeer(k_max=3)
     >>> for _ in range(300):  # position 1 always accepted, position 2 never
     ...     d = p.select(StepContext(2, 3, "mtp"))

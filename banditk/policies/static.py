@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ..errors import ConfigError, InvalidContextError
-from ..types import Decision, StepContext, StepOutcome
+from banditk.core.errors import ConfigError, InvalidContextError
+from banditk.core.types import Decision, StepContext, StepOutcome
 
 
 class _Static:
@@ -42,7 +42,7 @@ class NoSpecPolicy(_Static):
 class FixedPolicy(_Static):
     """A static K for every step (vLLM's default behaviour).
 
-    >>> from banditk.types import StepContext
+    >>> from banditk.core.types import StepContext
     >>> FixedPolicy(2, k_max=4).select(StepContext(8, 4, "mtp")).k
     2
     """
@@ -121,7 +121,7 @@ class TablePolicy(_Static):
     ``Scheduler.schedule``; gaps between ranges carry the previous K forward and
     batches past the last range use the last K; K is capped at K_max.
 
-    >>> from banditk.types import StepContext
+    >>> from banditk.core.types import StepContext
     >>> p = TablePolicy("[[1,4,2],[5,512,0]]", k_max=4)
     >>> [p.select(StepContext(4, 4, "mtp", num_scheduled=n)).k for n in (4, 5)]
     [2, 0]

@@ -12,16 +12,16 @@ import math
 
 import numpy as np
 
-from ..buckets import DEFAULT_BUCKET_EDGES, bucket_of, check_bucket_edges
-from ..errors import InvalidContextError, InvalidDecisionError
-from ..types import Decision, StepContext, StepOutcome
+from banditk.core.buckets import DEFAULT_BUCKET_EDGES, bucket_of, check_bucket_edges
+from banditk.core.errors import InvalidContextError, InvalidDecisionError
+from banditk.core.types import Decision, StepContext, StepOutcome
 
 
 class UCBPolicy:
     """UCB1 per batch-size bucket.
 
     >>> import numpy as np
-    >>> from banditk.types import StepContext, StepOutcome
+    >>> from banditk.core.types import StepContext, StepOutcome
     >>> p, ks = UCBPolicy(k_max=2), []
     >>> for _ in range(3):  # untried arms first
     ...     d = p.select(StepContext(4, 2, "mtp"))

@@ -15,10 +15,10 @@ Modules, one idea each:
 The simulator never imports vLLM or torch.
 """
 
-from .engine import SimulationError, Simulator
-from .oracle import OraclePolicy, regret_fraction
-from .run import RunResult, run_policy
-from .scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from banditk.sim.engine import SimulationError, Simulator
+from banditk.sim.oracle import OraclePolicy, regret_fraction
+from banditk.sim.run import RunResult, run_policy
+from banditk.sim.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
 
 __all__ = [
     "Simulator",

@@ -6,7 +6,7 @@ reason in the report. Only the settle measure is simulator-specific.
 
 from __future__ import annotations
 
-from .. import evaluation
+from banditk import evaluation
 
 THRESHOLDS = evaluation.THRESHOLDS["simulator"]
 PEERS = evaluation.PEERS

@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import BanditkError
-from .policies import SIM_POLICY_SPECS
+from banditk.core.errors import BanditkError
+from banditk.sim.policies import SIM_POLICY_SPECS
 
 
 def add_sim_parser(subparsers) -> argparse.ArgumentParser:
@@ -37,8 +37,8 @@ def add_sim_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_sim(args: argparse.Namespace) -> int:
     """Run ``banditk sim``; return the exit status (2 on a bad argument or file)."""
-    from .run import progress_bar, run_policy
-    from .scenario import load_scenario
+    from banditk.sim.run import progress_bar, run_policy
+    from banditk.sim.scenario import load_scenario
 
     try:
         if args.steps is not None and args.steps < 1:
@@ -93,10 +93,10 @@ def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_sweep(args: argparse.Namespace) -> int:
     """Run ``banditk sweep``; exit 0 when the protocol ran (check failures are reported, not fatal)."""
-    from .plots import plot_report
-    from .protocol import ProtocolConfig, run_protocol
-    from .report import print_checks, write_report
-    from .scenario import load_scenario
+    from banditk.sim.plots import plot_report
+    from banditk.sim.protocol import ProtocolConfig, run_protocol
+    from banditk.sim.report import print_checks, write_report
+    from banditk.sim.scenario import load_scenario
 
     try:
         scn = load_scenario(args.scenario)

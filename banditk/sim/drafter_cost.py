@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hardware import HardwareProfile
-from .models import DrafterProfile, ModelProfile
-from .roofline import forward_time
+from banditk.sim.hardware import HardwareProfile
+from banditk.sim.models import DrafterProfile, ModelProfile
+from banditk.sim.roofline import forward_time
 
 COST_SHAPE: dict[str, str] = {
     "mtp": "sequential",

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..policies.base import Policy
-from ..types import StepContext, StepOutcome
-from .acceptance import draw_request_acceptance, expected_tokens, sample_accepted
-from .hardware import get_hardware
-from .models import get_model
-from .scenario import Scenario, ScenarioError
-from .step_time import StepCostModel
+from banditk.core.types import StepContext, StepOutcome
+from banditk.policies.base import Policy
+from banditk.sim.acceptance import draw_request_acceptance, expected_tokens, sample_accepted
+from banditk.sim.hardware import get_hardware
+from banditk.sim.models import get_model
+from banditk.sim.scenario import Scenario, ScenarioError
+from banditk.sim.step_time import StepCostModel
 
 EMPTY, PREFILL, DECODE, WAITING = 0, 1, 2, 3
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError
+from banditk.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

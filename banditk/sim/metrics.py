@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .engine import Requests, Trace
-from .oracle import regret_fraction
+from banditk.sim.engine import Requests, Trace
+from banditk.sim.oracle import regret_fraction
 
 
 def k_switches_per_1000(k: np.ndarray) -> float:

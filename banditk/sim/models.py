@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from ..drafters import check_drafter_class
-from ..errors import ConfigError
+from banditk.core.drafters import check_drafter_class
+from banditk.core.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class DrafterProfile:
     """The device cost shape of one drafter attached to a target.
 
     Attributes:
-        drafter_class: one of :data:`banditk.drafters.DRAFTER_CLASSES`.
+        drafter_class: one of :data:`banditk.core.drafters.DRAFTER_CLASSES`.
         params: parameters read per draft forward (excluding the LM head).
         bytes_per_param: storage bytes per parameter.
         n_layers: layers per draft forward (launch overheads in PIECEWISE mode).

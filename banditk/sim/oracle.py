@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..types import Decision, StepContext, StepOutcome
+from banditk.core.types import Decision, StepContext, StepOutcome
 
 
 class OraclePolicy:

@@ -16,10 +16,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..policies.base import Policy
-from .oracle import OraclePolicy
-from .scenario import Scenario
+from banditk.core.errors import ConfigError
+from banditk.policies.base import Policy
+from banditk.sim.oracle import OraclePolicy
+from banditk.sim.scenario import Scenario
 
 SIM_POLICY_SPECS = (
     "bandit",
@@ -89,7 +89,7 @@ def build_policy(spec: str, scn: Scenario, *, seed: int = 0, prior_path: str | P
     >>> (b.policy.name, b.speculation, b.dynamic)
     ('fixed:2', True, False)
     """
-    from ..policies import make_policy  # the core's factory
+    from banditk.policies import make_policy  # the core's factory
 
     k_max, cls = scn.k_max, scn.drafter_class
     if not isinstance(spec, str) or not spec:
@@ -97,7 +97,7 @@ def build_policy(spec: str, scn: Scenario, *, seed: int = 0, prior_path: str | P
     if spec == "oracle":
         return SimPolicy(spec, OraclePolicy(k_max), True, True)
     if spec.startswith("peer:"):
-        from ..policies.peers import make_peer
+        from banditk.policies.peers import make_peer
 
         try:
             peer = make_peer(spec.split(":", 1)[1], k_max=k_max)
@@ -115,7 +115,7 @@ def build_policy(spec: str, scn: Scenario, *, seed: int = 0, prior_path: str | P
             )
     prior = None
     if prior_path is not None and spec in ("bandit", "bandit+prior"):
-        from ..priorfile import load_prior
+        from banditk.io.priorfile import load_prior
 
         prior = load_prior(prior_path, drafter_class=cls, k_max=k_max)
     base = "bandit" if spec == "bandit+prior" else spec

@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from . import checks
-from .policies import find_shipped_prior
-from .run import run_policy
-from .scenario import Phase, Scenario
+from banditk.sim import checks
+from banditk.sim.policies import find_shipped_prior
+from banditk.sim.run import run_policy
+from banditk.sim.scenario import Phase, Scenario
 
 POINTS = (1, 2, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 QUICK_POINTS = (1, 8, 32)

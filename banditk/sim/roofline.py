@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hardware import HardwareProfile
+from banditk.sim.hardware import HardwareProfile
 
 #: cudagraph modes: FULL replays one graph per forward; PIECEWISE breaks the
 #: graph at every layer's attention (vLLM's dynamic-K mode forces it, and

@@ -7,10 +7,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import Requests, Simulator, Trace
-from .metrics import summarize
-from .policies import build_policy
-from .scenario import Scenario
+from banditk.sim.engine import Requests, Simulator, Trace
+from banditk.sim.metrics import summarize
+from banditk.sim.policies import build_policy
+from banditk.sim.scenario import Scenario
 
 
 @dataclass

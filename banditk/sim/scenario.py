@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..drafters import DRAFTER_CLASSES
-from ..errors import ConfigError
-from .hardware import HARDWARE
-from .models import MODELS
+from banditk.core.drafters import DRAFTER_CLASSES
+from banditk.core.errors import ConfigError
+from banditk.sim.hardware import HARDWARE
+from banditk.sim.models import MODELS
 
 
 class ScenarioError(ConfigError):

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .drafter_cost import DrafterCost
-from .hardware import HardwareProfile
-from .models import ModelProfile
-from .roofline import combine, distinct_experts, forward_time, launch_overhead
+from banditk.sim.drafter_cost import DrafterCost
+from banditk.sim.hardware import HardwareProfile
+from banditk.sim.models import ModelProfile
+from banditk.sim.roofline import combine, distinct_experts, forward_time, launch_overhead
 
 #: vLLM's default cudagraph capture sizes (assumed: 1, 2, 4, then every 8 up to 256, every 16 up to 512).
 CAPTURE_SIZES = np.array([1, 2, 4] + list(range(8, 257, 8)) + list(range(272, 513, 16)), dtype=float)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..synthetic import SyntheticTruth
-from ..types import StepContext
+from banditk.core.types import StepContext
+from banditk.tools.synthetic import SyntheticTruth
 
 
 def run_stream(
@@ -30,8 +30,8 @@ def switches(ks: np.ndarray) -> int:
 
 def trained_governor(seed: int = 0, steps: int = 1500, batches=(1, 8, 64), **config):
     """A bandit governor (drafter class mtp, K_max 4) after ``steps`` steps of the default synthetic stream."""
-    from ..config import GovernorConfig
-    from ..governor import BanditGovernor
+    from banditk.core.config import GovernorConfig
+    from banditk.governor import BanditGovernor
 
     g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=seed, **config))
     b = np.random.default_rng(seed).choice(batches, size=steps)

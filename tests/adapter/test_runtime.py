@@ -11,7 +11,7 @@ import pytest
 
 from banditk.adapter.runtime import GovernorRuntime
 from banditk.adapter.settings import parse_settings
-from banditk.types import Decision
+from banditk.core.types import Decision
 
 
 class RecordingPolicy:
@@ -163,7 +163,7 @@ def test_observe_error_is_counted_not_raised():
 
 
 def test_telemetry_log_and_snapshot(tmp_path):
-    from banditk.config import GovernorConfig
+    from banditk.core.config import GovernorConfig
     from banditk.governor import BanditGovernor
 
     gov = BanditGovernor(GovernorConfig(drafter_class="draft_model", k_max=3))
@@ -179,16 +179,16 @@ def test_telemetry_log_and_snapshot(tmp_path):
     assert snap.exists() and rt.snapshots.writes == 1
     lines = log.read_text().splitlines()
     assert len(lines) == 1 + 5  # the trace header, then the 5 credited steps
-    from banditk.trace import read_trace
+    from banditk.io.trace import read_trace
 
     assert len(read_trace(log)) == 5
-    from banditk.priorfile import load_prior
+    from banditk.io.priorfile import load_prior
 
     assert load_prior(snap, drafter_class="draft_model", k_max=3).k_max == 3
 
 
 def test_idle_engine_flushes_snapshot_and_evicts_histories(tmp_path):
-    from banditk.config import GovernorConfig
+    from banditk.core.config import GovernorConfig
     from banditk.governor import BanditGovernor
 
     gov = BanditGovernor(GovernorConfig(drafter_class="draft_model", k_max=3))
@@ -254,7 +254,7 @@ def test_governor_that_recovers_is_called_again_after_the_bypass():
 
 
 def test_slow_call_budget_must_be_positive():
-    from banditk.errors import ConfigError
+    from banditk.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="slow_call_ms"):
         parse_settings("bandit", {"slow_call_ms": 0})

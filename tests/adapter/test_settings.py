@@ -4,7 +4,7 @@ import pytest
 
 from banditk.adapter.policy_factory import build_policy, validate
 from banditk.adapter.settings import parse_settings, split_speculative_config
-from banditk.errors import ConfigError
+from banditk.core.errors import ConfigError
 
 BASE = {"method": "draft_model", "model": "/x", "num_speculative_tokens": 4}
 
@@ -97,7 +97,7 @@ def test_build_policy_bandit_and_fixed():
         from banditk.policies import make_policy  # noqa: F401
     except ImportError:
         pytest.skip("banditk.policies.make_policy not there yet")
-    from banditk.types import StepContext
+    from banditk.core.types import StepContext
 
     assert build_policy(s).select(StepContext(4, 3, "mtp")).k == 3
 

@@ -264,7 +264,7 @@ def test_worker_timings_reach_the_governor(governed):
 def test_telemetry_log_is_a_trace_that_banditk_fit_reads(governed):
     import json
 
-    from banditk.trace import read_trace
+    from banditk.io.trace import read_trace
 
     llm, d = governed
     generate(llm, PROMPTS)
@@ -294,8 +294,8 @@ def test_async_scheduler_sizes_placeholders_with_governed_k_and_credits_in_order
     from vllm.v1.request import Request
 
     from banditk.adapter.scheduler import GovernedAsyncScheduler
+    from banditk.core.types import Decision
     from banditk.testing.engines import engine_core
-    from banditk.types import Decision
 
     class Scripted:
         name = "scripted"
@@ -367,7 +367,7 @@ class InvalidK:
         self.n = 0
 
     def select(self, ctx):
-        from banditk.types import Decision
+        from banditk.core.types import Decision
 
         self.n += 1
         k = (K_MAX + 5, -1, "2", 1.5)[self.n % 4]
@@ -507,7 +507,7 @@ def test_snapshot_at_shutdown_and_second_engine_starts_from_it(governed, tiny_pa
 def test_bad_governor_config_fails_before_model_load(vllm_cpu, tiny_pair):
     from vllm import LLM
 
-    from banditk.errors import ConfigError
+    from banditk.core.errors import ConfigError
     from banditk.testing.engines import llm_kwargs
 
     t0 = time.perf_counter()

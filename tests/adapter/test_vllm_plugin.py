@@ -78,17 +78,17 @@ def test_async_scheduling_gets_the_async_twin(vllm_cpu, tiny_pair):
     ],
 )
 def test_bad_config_fails_in_create_engine_config(vllm_cpu, tiny_pair, extra, match):
-    from banditk.errors import ConfigError
+    from banditk.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=match):
         engine_config(tiny_pair, base(tiny_pair, **extra))
 
 
 def test_prior_of_another_drafter_class_is_refused(vllm_cpu, tiny_pair, tmp_path):
-    from banditk.config import GovernorConfig
-    from banditk.errors import ConfigError
+    from banditk.core.config import GovernorConfig
+    from banditk.core.errors import ConfigError
     from banditk.governor import BanditGovernor
-    from banditk.priorfile import save_snapshot
+    from banditk.io.priorfile import save_snapshot
 
     path = tmp_path / "mtp.json"
     save_snapshot(path, BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4)))

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from banditk.synthetic import SyntheticTruth
-from banditk.trace import header, step_record
-from banditk.types import Decision
+from banditk.core.types import Decision
+from banditk.io.trace import header, step_record
+from banditk.tools.synthetic import SyntheticTruth
 
 #: Batch sizes of the synthetic traces: one per default bucket up to 64, plus a few
 #: more, so every weight is identified.
@@ -96,9 +96,9 @@ def write_governed_trace(
 ) -> Path:
     """A trace as a live server would log it: K chosen by a flat-prior governor (so K is far
     from uniform per bucket), and a fraction ``stall_p`` of steps stalled at 5x their time."""
-    from banditk.config import GovernorConfig
+    from banditk.core.config import GovernorConfig
+    from banditk.core.types import StepContext
     from banditk.governor import BanditGovernor
-    from banditk.types import StepContext
 
     rng = np.random.default_rng(seed)
     gov = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=truth.k_max, seed=seed))

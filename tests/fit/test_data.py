@@ -3,13 +3,13 @@ import json
 import numpy as np
 import pytest
 
-from banditk.errors import BanditkError, DrafterClassMismatchError
+from banditk.core.errors import BanditkError, DrafterClassMismatchError
 from banditk.fit.acceptance import fit_acceptance
 from banditk.fit.data import aggregate, load
 from banditk.fit.errors import FitInputError
 from banditk.fit.fitter import FitOptions
-from banditk.synthetic import SyntheticTruth
-from banditk.trace import header
+from banditk.io.trace import header
+from banditk.tools.synthetic import SyntheticTruth
 
 from .conftest import write_chunked_trace, write_trace
 
@@ -104,7 +104,7 @@ def test_bad_options_name_the_field_and_value(kwargs, match):
 
 
 def test_steps_next_to_a_chunk_are_kept_in_the_bucket_the_governor_consults(tmp_path):
-    from banditk.buckets import DEFAULT_BUCKET_EDGES, bucket_of
+    from banditk.core.buckets import DEFAULT_BUCKET_EDGES, bucket_of
 
     p, mixed = write_chunked_trace(tmp_path / "t.jsonl")
     data = load([p])
@@ -125,7 +125,7 @@ def test_steps_next_to_a_chunk_are_kept_in_the_bucket_the_governor_consults(tmp_
 
 
 def test_a_load_that_stays_at_a_new_batch_size_moves_its_chunks_there(tmp_path):
-    from banditk.buckets import DEFAULT_BUCKET_EDGES, bucket_of
+    from banditk.core.buckets import DEFAULT_BUCKET_EDGES, bucket_of
 
     lines = [json.dumps(header("mtp", 2, "sim"))]
     batches = [16] * 10 + [3] * 10  # the load drops from 16 to 3 and stays

@@ -6,17 +6,17 @@ import json
 import numpy as np
 import pytest
 
-from banditk.buckets import representative_batch
-from banditk.config import GovernorConfig
-from banditk.errors import DrafterClassMismatchError
+from banditk.core.buckets import representative_batch
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import DrafterClassMismatchError
+from banditk.core.types import StepContext
 from banditk.fit.cli import add_fit_parser
 from banditk.fit.errors import DiagnosticsFailedError
 from banditk.fit.fitter import FitOptions, fit, write_prior
 from banditk.governor import BanditGovernor
-from banditk.latency_model import features
-from banditk.priorfile import load_prior
-from banditk.synthetic import SyntheticTruth
-from banditk.types import StepContext
+from banditk.io.priorfile import load_prior
+from banditk.posterior.latency_model import features
+from banditk.tools.synthetic import SyntheticTruth
 
 from .conftest import write_chunked_trace, write_governed_trace, write_trace
 
@@ -74,7 +74,7 @@ def test_nuts_recovers_the_true_weights(nuts_fit):
 
 
 def _x(b):
-    from banditk.latency_model import features
+    from banditk.posterior.latency_model import features
 
     return features(b, np.arange(TRUTH.k_max + 1))
 
@@ -111,10 +111,10 @@ def test_prior_holds_the_trace_s_steps_next_to_a_chunk(nuts_fit, tmp_path):
     """A governor from the prior knows what each K costs next to a prompt chunk before it
     has seen one: 40 ms + 5 ms per K, where the decode-only difference (2 ms per K) that
     it would assume without them is 9 ms off at K = 4."""
-    from banditk.buckets import DEFAULT_BUCKET_EDGES, bucket_of
+    from banditk.core.buckets import DEFAULT_BUCKET_EDGES, bucket_of
     from banditk.fit.build import prior_stats
     from banditk.fit.data import load
-    from banditk.prior import Prior
+    from banditk.io.prior import Prior
 
     path, mixed = write_chunked_trace(tmp_path / "chunked.jsonl", steps=2000)
     stats = prior_stats(load([path]), nuts_fit.posterior, DEFAULT_BUCKET_EDGES, 200.0)

@@ -12,7 +12,7 @@ from banditk.fit.build import governor_regression
 from banditk.fit.data import aggregate
 from banditk.fit.fitter import FitOptions, fit
 from banditk.fit.shape import LatencyShape, choose_shape
-from banditk.synthetic import SyntheticTruth
+from banditk.tools.synthetic import SyntheticTruth
 
 from .conftest import write_trace
 

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from banditk import latency_model, nig
 from banditk.governor import chunk_cells, epochs, outliers, scoring
 from banditk.governor.latency_fit import batch_ratio, fold
 from banditk.governor.prior_weighing import PriorWeigher
 from banditk.governor.thompson import draw_tokens_and_times
-from banditk.stats import SufficientStats
+from banditk.posterior import latency_model, nig
+from banditk.posterior.stats import SufficientStats
 
 
 def test_thompson_draws_match_the_closed_forms():

@@ -4,9 +4,9 @@ import copy
 
 import pytest
 
-from banditk.errors import PriorFormatError
+from banditk.core.errors import PriorFormatError
 from banditk.governor.state import OBSOLETE, SCHEMA
-from banditk.priorfile import governor_from_snapshot, snapshot_dict
+from banditk.io.priorfile import governor_from_snapshot, snapshot_dict
 from banditk.testing.streams import trained_governor
 
 BAD_VALUES = ("", None, -1, "NaN", [], {}, 1e308, True)

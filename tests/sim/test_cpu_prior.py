@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_profile_calibrated_from_the_prior_s_telemetry_predicts_its_step_times(tmp_path):
+    from banditk.io.recording import RecordingPolicy
     from banditk.policies.explore import RandomKPolicy
-    from banditk.recording import RecordingPolicy
     from banditk.sim import hardware as hwmod
     from banditk.sim.engine import Simulator
     from banditk.sim.models import get_model

@@ -38,7 +38,7 @@ def test_phase_slices_cover_the_evaluation_steps(make_priors):
 
 
 def test_trace_visits_every_bucket_up_to_128(make_priors):
-    from banditk.buckets import DEFAULT_BUCKET_EDGES, bucket_of
+    from banditk.core.buckets import DEFAULT_BUCKET_EDGES, bucket_of
 
     visited = {bucket_of(DEFAULT_BUCKET_EDGES, c) for c in make_priors.TRACE_PHASES}
     assert visited == {b for b, e in enumerate(DEFAULT_BUCKET_EDGES) if e <= 128}

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from banditk.errors import ConfigError
+from banditk.core.errors import ConfigError
+from banditk.core.types import StepContext, StepOutcome
 from banditk.policies.peers import SGLangAdaptivePeer, VllmAdaptiveKPeer, make_peer
-from banditk.types import StepContext, StepOutcome
 
 
 def _drive(p, steps, b, k_max, accept_fn, num_scheduled=None):

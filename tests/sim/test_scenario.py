@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from banditk.errors import ConfigError
+from banditk.core.errors import ConfigError
 from banditk.sim.scenario import ScenarioError, load_scenario, parse_scenario
 
 SHIPPED = sorted(Path(__file__).resolve().parents[2].joinpath("experiments", "scenarios").glob("*.json"))

@@ -32,8 +32,8 @@ def scenario(concurrency, phases=()):
 
 
 def test_calibration_and_prediction_recover_the_simulators_own_sweep(tmp_path):
+    from banditk.io.recording import RecordingPolicy
     from banditk.policies.explore import RandomKPolicy
-    from banditk.recording import RecordingPolicy
     from banditk.sim.engine import Simulator
     from banditk.sim.run import run_policy
     from banditk.sim.scenario import parse_scenario

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .drafters import check_drafter_class
-from .errors import InvalidContextError, InvalidOutcomeError
+from banditk.core.drafters import check_drafter_class
+from banditk.core.errors import InvalidContextError, InvalidOutcomeError
 
 
 def _check_int(value: object, name: str, lo: int, hi: int | None, exc: type[Exception]) -> int:
@@ -43,7 +43,7 @@ class StepContext:
         num_decoding: requests that decode this step (B). Prefill-only requests
             are excluded: counting them is what makes vLLM's table thrash.
         k_max: the largest K the server allows (``num_speculative_tokens``).
-        drafter_class: the drafter class, one of :data:`banditk.drafters.DRAFTER_CLASSES`.
+        drafter_class: the drafter class, one of :data:`banditk.core.drafters.DRAFTER_CLASSES`.
         kv_usage: fraction of the KV cache in use, in [0, 1].
         queue_len: requests waiting to be scheduled.
         num_scheduled: every request scheduled this step, prefills included

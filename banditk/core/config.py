@@ -6,9 +6,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from .buckets import DEFAULT_BUCKET_EDGES, check_bucket_edges
-from .drafters import check_drafter_class
-from .errors import ConfigError
+from banditk.core.buckets import DEFAULT_BUCKET_EDGES, check_bucket_edges
+from banditk.core.drafters import check_drafter_class
+from banditk.core.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class GovernorConfig:
     """
 
     drafter_class: str
-    """Drafter class (see :data:`banditk.drafters.DRAFTER_CLASSES`)."""
+    """Drafter class (see :data:`banditk.core.drafters.DRAFTER_CLASSES`)."""
 
     k_max: int
     """Largest K: vLLM's ``num_speculative_tokens``."""
@@ -157,7 +157,7 @@ class GovernorConfig:
         >>> GovernorConfig.from_dict({"drafter_class": "mtp", "k_max": 4, "discount": 2})
         Traceback (most recent call last):
         ...
-        banditk.errors.ConfigError: `discount` must be in [0.5, 1.0], got 2.
+        banditk.core.errors.ConfigError: `discount` must be in [0.5, 1.0], got 2.
         """
         if not isinstance(d, dict):
             raise ConfigError(f"governor config must be a JSON object, got {type(d).__name__}: {d!r}.")

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import __version__
-from .errors import BanditkError
+from banditk import __version__
+from banditk.core.errors import BanditkError
 
 
 def _prior_parsers(sub: argparse._SubParsersAction) -> None:
@@ -71,9 +71,9 @@ def _prior_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _governor_for(path: Path):
-    from .config import GovernorConfig
-    from .governor import BanditGovernor
-    from .priorfile import SNAPSHOT_SCHEMA, _check_header, governor_from_snapshot, prior_from_dict, read_json
+    from banditk.core.config import GovernorConfig
+    from banditk.governor import BanditGovernor
+    from banditk.io.priorfile import SNAPSHOT_SCHEMA, _check_header, governor_from_snapshot, prior_from_dict, read_json
 
     doc = read_json(path)
     if _check_header(doc, str(path)) == SNAPSHOT_SCHEMA:
@@ -84,7 +84,7 @@ def _governor_for(path: Path):
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from .report import posterior_table
+    from banditk.tools.report import posterior_table
 
     governor, doc = _governor_for(args.file)
     d = doc.get("drafter", {})
@@ -117,7 +117,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_import(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from .priorfile import prior_from_snapshot, read_json, save_prior
+    from banditk.io.priorfile import prior_from_snapshot, read_json, save_prior
 
     if args.strength is not None and not args.strength > 0:
         raise BanditkError(f"--strength must be a positive number of observations, got {args.strength}.")
@@ -133,8 +133,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    from .atomic import atomic_write_text
-    from .priorfile import dumps, merge_documents, read_json
+    from banditk.io.atomic import atomic_write_text
+    from banditk.io.priorfile import dumps, merge_documents, read_json
 
     merged = merge_documents([(str(p), read_json(p)) for p in args.files])
     atomic_write_text(args.output, dumps(merged))
@@ -151,13 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"banditk {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _prior_parsers(sub)
-    from .demo import add_demo_parser
+    from banditk.tools.demo import add_demo_parser
 
     add_demo_parser(sub)
-    from .fit.cli import add_fit_parser
+    from banditk.fit.cli import add_fit_parser
 
     add_fit_parser(sub)
-    from .sim.cli import add_sim_parser, add_sweep_parser
+    from banditk.sim.cli import add_sim_parser, add_sweep_parser
 
     add_sim_parser(sub)
     add_sweep_parser(sub)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .governor import BanditGovernor
-from .latency_model import FEATURES
+from banditk.governor import BanditGovernor
+from banditk.posterior.latency_model import FEATURES
 
 
 def posterior_table(governor: BanditGovernor, *, all_buckets: bool = False, samples: int = 2000) -> str:

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from .atomic import atomic_write_text
-from .config import GovernorConfig
-from .errors import BanditkError, ConfigError, DrafterClassMismatchError, PriorFormatError
-from .governor import BanditGovernor
-from .latency_model import FEATURES
-from .prior import DrafterKey, Prior, now_iso
-from .stats import SufficientStats
+from banditk import __version__
+from banditk.core.config import GovernorConfig
+from banditk.core.errors import BanditkError, ConfigError, DrafterClassMismatchError, PriorFormatError
+from banditk.governor import BanditGovernor
+from banditk.io.atomic import atomic_write_text
+from banditk.io.prior import DrafterKey, Prior, now_iso
+from banditk.posterior.latency_model import FEATURES
+from banditk.posterior.stats import SufficientStats
 
 SCHEMA_VERSION = 1
 PRIOR_SCHEMA = "banditk/prior"
@@ -158,7 +158,7 @@ def load_prior(path: str | os.PathLike, *, drafter_class: str | None = None, k_m
             "parameters never transfer across drafter classes."
         )
     if k_max is not None and prior.k_max < k_max:
-        from .errors import IncompatiblePriorError
+        from banditk.core.errors import IncompatiblePriorError
 
         raise IncompatiblePriorError(f"{str(path)!r} covers k_max={prior.k_max}, below the server's k_max={k_max}.")
     return prior
@@ -306,7 +306,7 @@ def merge_documents(docs: list[tuple[str, dict]]) -> dict:
                 f"({first.key.drafter_class!r}): parameters never transfer across drafter classes."
             )
         if p.k_max != first.k_max or p.bucket_edges != first.bucket_edges:
-            from .errors import IncompatiblePriorError
+            from banditk.core.errors import IncompatiblePriorError
 
             raise IncompatiblePriorError(
                 f"cannot merge {name!r} (k_max={p.k_max}, bucket_edges={list(p.bucket_edges)}) with {first_name!r} "

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import PriorFormatError
-from .latency_model import FEATURES
+from banditk.core.errors import PriorFormatError
+from banditk.posterior.latency_model import FEATURES
 
 NUM_FEATURES = len(FEATURES)
 #: Statistics of steps next to a prompt chunk, and their keys in a file's ``mixed_cells``.

@@ -1,12 +1,12 @@
-"""Record any policy's steps as a trace (:mod:`banditk.trace`) while it runs."""
+"""Record any policy's steps as a trace (:mod:`banditk.io.trace`) while it runs."""
 
 from __future__ import annotations
 
 import json
 import os
 
-from .trace import header, step_record
-from .types import Decision, StepContext, StepOutcome
+from banditk.core.types import Decision, StepContext, StepOutcome
+from banditk.io.trace import header, step_record
 
 
 class RecordingPolicy:

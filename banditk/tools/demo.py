@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import GovernorConfig
-from .governor import BanditGovernor
-from .priorfile import save_snapshot
-from .report import posterior_table
-from .synthetic import SyntheticTruth
-from .types import StepContext
+from banditk.core.config import GovernorConfig
+from banditk.core.types import StepContext
+from banditk.governor import BanditGovernor
+from banditk.io.priorfile import save_snapshot
+from banditk.tools.report import posterior_table
+from banditk.tools.synthetic import SyntheticTruth
 
 DEFAULT_PHASES = (1, 2, 4, 8, 16, 32, 64, 128, 8)
 
@@ -48,7 +48,7 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from .errors import ConfigError
+    from banditk.core.errors import ConfigError
 
     try:
         phases = [int(x) for x in args.phases.split(",") if x.strip()]
@@ -100,6 +100,6 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from .cli import main
+    from banditk.tools.cli import main
 
     sys.exit(main(["demo", *sys.argv[1:]]))

@@ -13,11 +13,11 @@ class BanditkError(Exception):
 
 
 class InvalidContextError(BanditkError, ValueError):
-    """A :class:`~banditk.types.StepContext` field is out of range."""
+    """A :class:`~banditk.core.types.StepContext` field is out of range."""
 
 
 class InvalidOutcomeError(BanditkError, ValueError):
-    """A :class:`~banditk.types.StepOutcome` field is out of range or inconsistent."""
+    """A :class:`~banditk.core.types.StepOutcome` field is out of range or inconsistent."""
 
 
 class InvalidDecisionError(BanditkError, ValueError):

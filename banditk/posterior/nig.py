@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .sampling import gamma_variates
+from banditk.posterior.sampling import gamma_variates
 
 
 def posterior(m0, k0, a0, b0, n, s, ss):

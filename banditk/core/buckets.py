@@ -11,7 +11,7 @@ import bisect
 import math
 from collections.abc import Sequence
 
-from .errors import ConfigError
+from banditk.core.errors import ConfigError
 
 DEFAULT_BUCKET_EDGES: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 

@@ -6,7 +6,7 @@ alike. Fitted latency or acceptance parameters never transfer across classes.
 
 from __future__ import annotations
 
-from .errors import UnknownDrafterClassError
+from banditk.core.errors import UnknownDrafterClassError
 
 #: Known drafter classes and what they cover.
 DRAFTER_CLASSES: dict[str, str] = {

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .acceptance import expected_tokens
-from .latency_model import features
-from .types import Decision, StepOutcome
+from banditk.core.types import Decision, StepOutcome
+from banditk.posterior.acceptance import expected_tokens
+from banditk.posterior.latency_model import features
 
 
 @dataclass(frozen=True)

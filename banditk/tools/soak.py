@@ -14,11 +14,11 @@ import time
 
 import numpy as np
 
-from .adapter.telemetry import Telemetry
-from .config import GovernorConfig
-from .governor import BanditGovernor
-from .synthetic import SyntheticTruth
-from .types import StepContext, StepOutcome
+from banditk.adapter.telemetry import Telemetry
+from banditk.core.config import GovernorConfig
+from banditk.core.types import StepContext, StepOutcome
+from banditk.governor import BanditGovernor
+from banditk.tools.synthetic import SyntheticTruth
 
 
 def rss_bytes() -> int:

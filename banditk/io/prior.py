@@ -2,7 +2,7 @@
 
 A prior is a set of sufficient statistics (pseudo-observations) for one drafter
 class, with the parametric latency weights they imply, a strength cap and
-provenance. See :mod:`banditk.priorfile` for the JSON format.
+provenance. See :mod:`banditk.io.priorfile` for the JSON format.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .drafters import check_drafter_class
-from .stats import SufficientStats
+from banditk.core.drafters import check_drafter_class
+from banditk.posterior.stats import SufficientStats
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ The first line is a header, every other line one step::
 
 ``B`` counts requests that decoded; ``prefill`` the prompt tokens computed in the same
 step (absent means 0); ``k`` is the K the step's drafts were proposed with; ``acc_s``/``acc_f`` are per-position successes and first failures (see
-:mod:`banditk.acceptance`); ``draft_s``/``target_s`` may be null. Rotated logs
+:mod:`banditk.posterior.acceptance`); ``draft_s``/``target_s`` may be null. Rotated logs
 (``path.N`` ... ``path.1``, ``path``) are read oldest first. Malformed lines are
 skipped and counted, never fatal: a log cut off by a crash is still usable.
 """
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .acceptance import position_counts
-from .drafters import check_drafter_class
-from .errors import PriorFormatError
-from .types import Decision, StepOutcome
+from banditk.core.drafters import check_drafter_class
+from banditk.core.errors import PriorFormatError
+from banditk.core.types import Decision, StepOutcome
+from banditk.posterior.acceptance import position_counts
 
 TRACE_SCHEMA = "banditk/trace"
 TRACE_VERSION = 1
