@@ -50,7 +50,8 @@ def build_policy(settings: AdapterSettings) -> Any:
     """
     if settings.k_max is None:
         raise ConfigError("internal: settings.k_max is not resolved; call AdapterSettings.resolve first.")
-    from banditk.governor import BanditGovernor, GovernorConfig
+    from banditk.core.config import GovernorConfig
+    from banditk.governor import BanditGovernor
 
     gcfg = GovernorConfig.from_dict(governor_config_dict(settings))
     prior = load_prior(settings)

@@ -11,7 +11,7 @@ so start-up validation can be tested without an engine.
 - adapter keys (:data:`ADAPTER_KEYS`): prior file, snapshot path and interval,
   telemetry log, fallback K, state-line interval, drafter-class override;
 - governor hyperparameters: every other key is handed to
-  :meth:`banditk.governor.GovernorConfig.from_dict`, which rejects unknown
+  :meth:`banditk.core.config.GovernorConfig.from_dict`, which rejects unknown
   fields by name (``bucket_edges``, ``switch_penalty``, ``discount``, ``seed``...).
 
 Examples:
@@ -75,7 +75,7 @@ class AdapterSettings:
             (= K_max), ``"fixed:K"``, ``"table:[[lo,hi,K],...]"``, ``"peer:NAME"`` (a baseline
             from another engine, see :func:`banditk.policies.make_policy`), ``"random"``
             (every K at random: telemetry to fit a prior from), or ``"off"``.
-        governor_config: hyperparameters for :class:`banditk.governor.GovernorConfig`.
+        governor_config: hyperparameters for :class:`banditk.core.config.GovernorConfig`.
         prior: path of a prior/snapshot file to start from, or None.
         snapshot_path: where to write the live posterior, or None.
         snapshot_interval_s: seconds between periodic snapshots (0: only at shutdown).
