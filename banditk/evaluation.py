@@ -1,4 +1,4 @@
-"""EVALUATION.md's pass/fail checks, for the simulator and for real vLLM.
+"""docs/evaluation.md's pass/fail checks, for the simulator and for real vLLM.
 
 The thresholds are the protocol's, fixed before any result was seen; a change needs
 a written reason in the report, never a quiet edit. Checks take per-policy medians

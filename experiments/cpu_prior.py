@@ -9,7 +9,7 @@
    priors/draft_model-cyclic-4x1024-cpu-2core.json (Pyro; forced only if the diagnostics
    refuse, and then said so).
 3. Calibrates the simulator's CPU profile on the same telemetry (`cpu-2core-this-run`,
-   sim_vs_real.py's fit) and runs the regret check of EVALUATION.md there: bandit with a
+   sim_vs_real.py's fit) and runs the regret check of docs/evaluation.md there: bandit with a
    flat prior against bandit with this prior over 20,000 steps at concurrency 1 -> 4 -> 16,
    3 seeds. It also runs the prior on the profile calibrated on the live sweep, an earlier
    session's machine (`cpu-2core-live`): what a prior from another machine costs.
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     prior_path = ROOT / "priors" / f"{NAME}.json"
     trace = args.work / "runs" / "random" / "telemetry.jsonl"
     report: dict = {
-        "experiment": "prior fitted from real vLLM-CPU telemetry; regret flat vs prior (EVALUATION.md)",
+        "experiment": "prior fitted from real vLLM-CPU telemetry; regret flat vs prior (docs/evaluation.md)",
         "thresholds": {"flat": 0.03, "prior": 0.01},
         "prior": str(prior_path.relative_to(ROOT)),
         "scenario": scenario(0),

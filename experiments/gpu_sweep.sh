@@ -7,7 +7,7 @@
 # vLLM serves a random-weight Llama-3-8B-shaped target with a one-layer drafter of the same
 # width; acceptance is synthetic (vLLM's rejection_sample_method="synthetic"), so the K
 # decision rests on real GPU timings. Policies: nospec, fixed:1..3, vLLM's table, bandit.
-# To fit 10 minutes, points are 32 requests with no 60 s floor (EVALUATION.md asks for the
+# To fit 10 minutes, points are 32 requests with no 60 s floor (docs/evaluation.md asks for the
 # longer of 32 requests or 60 s): say so when quoting these numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -9,7 +9,7 @@ at least --min-requests requests or --min-seconds seconds, whichever is longer).
 stops the server by its process id and moves on. Every finished point is saved, so an
 interrupted sweep resumes where it stopped (--fresh starts over).
 
-Writes <out>/report.json (every policy x point x metric, EVALUATION.md's real-vLLM
+Writes <out>/report.json (every policy x point x metric, docs/evaluation.md's real-vLLM
 checks with pass/fail, machine and versions), <out>/throughput.png, <out>/tpot_p99.png,
 and per-point raw results and server logs under <out>/runs/.
 
@@ -82,7 +82,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         type=_json_object,
         default={},
         metavar="JSON",
-        help="governor hyperparameters for the bandit policies, e.g. '{\"prefill_aware\": false}' "
+        help="governor hyperparameters for the bandit policies, e.g. '{\"switch_penalty\": 0.05}' "
         "(added to their governor_config; recorded in the report's setup)",
     )
     args = p.parse_args(argv)
@@ -111,8 +111,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 def _json_object(text: str) -> dict:
     """``--governor-config``: a JSON object, or an error naming the value.
 
-    >>> _json_object('{"prefill_aware": false}')
-    {'prefill_aware': False}
+    >>> _json_object('{"switch_penalty": 0.05}')
+    {'switch_penalty': 0.05}
     >>> _json_object('[1]')
     Traceback (most recent call last):
     argparse.ArgumentTypeError: must be a JSON object, got '[1]'
@@ -382,7 +382,7 @@ def build_report(points: list[dict], args) -> dict:
         for c in point_checks(med, point, "real", subject)
     ]
     return {
-        "protocol": "EVALUATION.md, real-vLLM column",
+        "protocol": "docs/evaluation.md, real-vLLM column",
         "thresholds": THRESHOLDS["real"],
         "setup": {
             "target_layers": args.target_layers,

@@ -5,7 +5,7 @@ For each row (drafter class x target model) and its hardware (GB10 and Strix Hal
 1. records a trace of the calibrated simulator profile under a random-K exploration
    policy across rising concurrency (every K at every batch size, which a fit needs),
 2. fits it with `banditk fit` (Pyro) into priors/<class>-<model>-<hardware>.json,
-3. runs the regret check of EVALUATION.md on a scenario of the same row: bandit with a
+3. runs the regret check of docs/evaluation.md on a scenario of the same row: bandit with a
    flat prior against bandit with the shipped prior over 20,000 steps (oracle regret),
    and the cross-hardware case (the GB10 prior on Strix Halo) to show what a prior of
    the wrong hardware costs, and the best fixed K of each load phase in hindsight (the
@@ -292,7 +292,7 @@ def main() -> int:
         type=json.loads,
         default={},
         metavar="JSON",
-        help="governor hyperparameters for the regret check, e.g. '{\"prefill_aware\": true}'",
+        help="governor hyperparameters for the regret check, e.g. '{\"switch_penalty\": 0.05}'",
     )
     args = p.parse_args()
     if args.jobs < 1:
@@ -301,7 +301,7 @@ def main() -> int:
     rows = [r for r in ROWS if args.rows is None or r[0] in args.rows.split(",")]
     (args.out / "traces").mkdir(parents=True, exist_ok=True)
     report = {
-        "experiment": "shipped priors: fit from simulator traces, regret flat vs prior (EVALUATION.md)",
+        "experiment": "shipped priors: fit from simulator traces, regret flat vs prior (docs/evaluation.md)",
         "thresholds": {"flat": 0.03, "prior": 0.01},
         "governor_config": gc,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

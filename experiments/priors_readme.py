@@ -40,32 +40,6 @@ def main() -> int:
             f"its machine"
         )
     aware = ""
-    ap = ROOT / "results" / "priors" / "prefill-aware-off" / "report.json"
-    if ap.exists():
-        doc = json.loads(ap.read_text())
-        lines = [
-            f"- `{r['row']}-{r['hardware']}`: flat {100 * r['regret_flat']:.2f}%, this prior {100 * r['regret_prior']:.2f}%"
-            f" (best fixed K per load phase {100 * r['regret_best_fixed_k_per_phase']:.2f}%)"
-            for r in doc["rows"]
-            if "regret_prior" in r
-        ]
-        newest = max(
-            str(read_json(p).get("provenance", {}).get("fitted", "")) for p in (ROOT / "priors").glob("*.json")
-        )
-        stale = (
-            ""
-            if str(doc.get("created", "")) >= newest[:19]
-            else (
-                " It was measured with earlier priors than these; rerun it with\n"
-                "`python experiments/make_priors.py --skip-fit --governor-config '{\"prefill_aware\": false}' "
-                "--out results/priors/prefill-aware-off`."
-            )
-        )
-        aware = (
-            "\nWith the governor's `prefill_aware` option off (one K per bucket, also for the steps next\n"
-            "to a prompt chunk; see the README), the regret of every row "
-            f"(results/priors/prefill-aware-off/).{stale}\n\n" + "\n".join(lines) + "\n"
-        )
     rows = []
     for p in sorted((ROOT / "priors").glob("*.json")):
         doc = read_json(p)
@@ -98,9 +72,9 @@ telemetry{cpu_cross}). Step-3.7-Flash in 4 bits on Strix Halo assumes
 A deployment replaces them by fitting its own telemetry. Parameters never transfer across drafter classes (loading a
 prior of another class is refused); a prior of other hardware is accepted, as a prior: where
 its cells disagree with this deployment's decode-only steps by more than their noise, they
-lose weight (`banditk/prior_conflict.py`), so cells it got wrong are explored again.
+lose weight (`banditk/posterior/prior_conflict.py`), so cells it got wrong are explored again.
 Each prior also holds cells for the steps next to a prompt chunk (time and chunk size per
-bucket and K), which the governor's `prefill_aware` (on by default) uses to pick those steps'
+bucket and K), which the governor uses to pick those steps'
 K without exploring; they too lose weight where the chunk steps played disagree. The last
 column is the regret of this row's scenario started from the other box's prior.
 

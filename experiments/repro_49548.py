@@ -98,7 +98,7 @@ def main() -> int:
             "status": "pass" if table8 < nospec8 else "fail",
         },
         {
-            "check": "open loop: table flips K more than EVALUATION.md allows at stationary load (> 2 switches/1000)",
+            "check": "open loop: table flips K more than docs/evaluation.md allows at stationary load (> 2 switches/1000)",
             "value": round(med("open", "table", "k_switches_per_1000"), 1),
             "status": "pass" if med("open", "table", "k_switches_per_1000") > 2 else "fail",
         },

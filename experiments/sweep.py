@@ -1,4 +1,4 @@
-"""Run EVALUATION.md's simulator protocol on one scenario.
+"""Run docs/evaluation.md's simulator protocol on one scenario.
 
     python experiments/sweep.py --scenario experiments/scenarios/49548.json [--quick] [--out results/NAME]
 

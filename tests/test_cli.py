@@ -22,9 +22,8 @@ def test_show_prints_goodput_pbest_and_best_k_per_bucket(snapshot, capsys):
     assert main(["prior", "show", str(snapshot)]) == 0
     out = capsys.readouterr().out
     assert "snapshot:" in out and "class=mtp" in out
-    assert (
-        "acceptance per position (posterior mean): 0.8" in out or "acceptance per position (posterior mean): 0.7" in out
-    )
+    acc = out.split("acceptance per position (posterior mean):")[1].splitlines()[0].split()
+    assert abs(float(acc[0]) - 0.8) < 0.05  # the synthetic stream's true first-position acceptance
     rows = [line for line in out.splitlines() if line.strip().startswith(("1 ", "8-11 "))]
     assert len(rows) == 2
     for row in rows:

@@ -37,7 +37,7 @@ def test_picks_the_best_k_with_probability_tending_to_one(truth, batch):
 def test_switch_count_falls_to_near_zero(truth):
     ks = run_stream(gov(seed=1), truth, [16] * 6000, seed=1)
     first, last = switches(ks[:1000]), switches(ks[-2000:])
-    assert last <= 4  # <= 2 per 1000 steps once settled (EVALUATION.md)
+    assert last <= 4  # <= 2 per 1000 steps once settled (docs/evaluation.md)
     assert last < first
 
 
@@ -231,11 +231,11 @@ def test_steps_next_to_a_chunk_keep_the_decode_k_where_it_is_best_there_too(trut
     ks, mixed = _mixed_stream(g, truth, 6000, seed=6, per_draft_s=0.0)
     late = slice(2000, None)
     assert np.mean(ks[late] == 2) >= 0.99, np.bincount(ks[late])
-    assert switches(ks[late]) <= 8, switches(ks[late])  # <= 2 per 1,000 steps (EVALUATION.md)
+    assert switches(ks[late]) <= 8, switches(ks[late])  # <= 2 per 1,000 steps (docs/evaluation.md)
     # Each K's cell next to a chunk was filled from the decode epochs that tried it: no
     # step next to a chunk left the decode K before its cell held 3 such steps.
-    first_leave = next((i for i in np.flatnonzero(mixed) if ks[i] != ks[i - 1]), None)
-    assert first_leave is None or first_leave > 40
+    leaves = [i for i in np.flatnonzero(mixed) if ks[i] != ks[i - 1]]
+    assert all(i > 40 for i in leaves), leaves
 
 
 def test_a_prior_that_knows_the_steps_next_to_a_chunk_is_checked_then_followed(truth):
@@ -348,5 +348,6 @@ def test_state_line_reports_histogram_acceptance_and_best_k(truth):
     run_stream(g, truth, [8] * 800, seed=1)
     line = g.state_line()
     assert line.startswith("banditk steps=800 K[")
-    assert "accept/pos[0.8" in line or "accept/pos[0.7" in line
+    acc = [float(v) for v in line.split("accept/pos[")[1].split("]")[0].split()]
+    np.testing.assert_allclose(acc, truth.acceptance, atol=0.05)
     assert f"B>=8:K={truth.best_k(8)}(" in line

@@ -35,7 +35,7 @@ SIM_PRIORS = [p for p in PRIORS if load_prior(p).provenance.get("trace_source") 
 def test_simulator_prior_has_cells_in_every_bucket_its_trace_reached(path):
     # The governor falls back to the linear latency model in a bucket without cells, and
     # that form misses the roofline's bend (DFlash/GB10: 217 ms predicted where a step takes
-    # 166 ms). A trace over EVALUATION.md's concurrency points leaves no bucket empty below
+    # 166 ms). A trace over docs/evaluation.md's concurrency points leaves no bucket empty below
     # the largest batch it reached.
     prior = load_prior(path)
     filled = prior.stats.cell_n.sum(axis=1) > 0

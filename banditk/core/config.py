@@ -30,8 +30,7 @@ class GovernorConfig:
 
     switch_penalty: float = 0.03
     """Relative advantage a sampled K needs over the current K before the governor
-    switches: larger means fewer switches but slower reaction. 0.03 cut switches on a
-    tied stream by an order of magnitude at under 1% goodput cost (tests/test_tradeoffs.py)."""
+    switches: larger means fewer switches but slower reaction (docs/decisions.md)."""
 
     decision_interval: int = 8
     """Steps a sampled K is held in the same bucket before the posterior is sampled
@@ -45,9 +44,7 @@ class GovernorConfig:
     it to ``decision_interval``. A settled governor thus samples less often, so
     near-tied Ks stop trading places on posterior noise (lazy Thompson sampling, the
     switching-cost bandits' epoch schedule), while a change of load still resamples at
-    once. 128 cut switches further but, started from a confident prior that was wrong
-    in one bucket, tried the better K too rarely (simulator regret 1.5% vs 0.8% at 32).
-    Equal to ``decision_interval`` turns the doubling off."""
+    once. Equal to ``decision_interval`` turns the doubling off (docs/decisions.md)."""
 
     settle_confidence: float = 0.75
     """Posterior probability (with the switching bonus) that the current K is the best
@@ -85,9 +82,7 @@ class GovernorConfig:
     exp(-weight * K / K_max * excess), excess going 0..1 from the threshold to a full cache.
     Off by default: vLLM reserves lookahead slots for ``num_speculative_tokens`` (K_max)
     whatever K a step drafts, so K does not change what the cache holds or when vLLM
-    preempts. At 3 (the old default) it cost 28% of the oracle's tokens on Step-3.7-Flash
-    on Strix Halo, whose cache runs full: K = 0 where K = 3 was best. For an engine that
-    reserves per step's K."""
+    preempts. For an engine that reserves per step's K (docs/decisions.md)."""
 
     latency_cv: float = 0.1
     """Prior guess of step-time noise as a fraction of the mean (scale-free)."""

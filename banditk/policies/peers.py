@@ -1,6 +1,6 @@
 """Peer policies: other systems' adaptive speculation, written from their public descriptions.
 
-Neither is a port of the peer's code; each follows EVALUATION.md's description
+Neither is a port of the peer's code; each follows docs/evaluation.md's description
 and its defaults are stated (and marked assumed where the description gives none).
 
 - :class:`SGLangAdaptivePeer` (``peer:sglang``): a moving average of the

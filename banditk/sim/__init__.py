@@ -9,7 +9,7 @@ Modules, one idea each:
 - :mod:`~banditk.sim.engine`: continuous batching, chunked prefill, KV capacity, preemption.
 - :mod:`~banditk.sim.oracle`: the oracle policy and regret.
 - :mod:`~banditk.sim.metrics`, :mod:`~banditk.sim.run`: a run's report.
-- :mod:`~banditk.sim.protocol`, :mod:`~banditk.sim.checks`, :mod:`~banditk.sim.plots`: EVALUATION.md's protocol.
+- :mod:`~banditk.sim.protocol`, :mod:`~banditk.sim.checks`, :mod:`~banditk.sim.plots`: docs/evaluation.md's protocol.
 - :mod:`~banditk.sim.cli`: ``banditk sim``.
 
 The simulator never imports vLLM or torch.

@@ -1,4 +1,4 @@
-"""EVALUATION.md's simulator checks: the simulator column of :mod:`banditk.evaluation`.
+"""docs/evaluation.md's simulator checks: the simulator column of :mod:`banditk.evaluation`.
 
 The thresholds are the protocol's; they are fixed and any change needs a written
 reason in the report. Only the settle measure is simulator-specific.

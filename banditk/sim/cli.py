@@ -71,11 +71,11 @@ def run_sim(args: argparse.Namespace) -> int:
 
 
 def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the ``sweep`` sub-command (EVALUATION.md's simulator protocol for one scenario)."""
+    """Add the ``sweep`` sub-command (docs/evaluation.md's simulator protocol for one scenario)."""
     p = subparsers.add_parser(
         "sweep",
         help="run the evaluation protocol on a scenario",
-        description="Run EVALUATION.md's simulator protocol (every policy x concurrency point x seed, "
+        description="Run docs/evaluation.md's simulator protocol (every policy x concurrency point x seed, "
         "regret over 20,000 steps, convergence) and write report.json and PNG plots.",
     )
     p.add_argument("--scenario", required=True, help="scenario JSON file")

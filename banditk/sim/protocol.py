@@ -1,4 +1,4 @@
-"""EVALUATION.md's simulator protocol for one scenario.
+"""docs/evaluation.md's simulator protocol for one scenario.
 
 Three parts, all run in a worker pool:
 
@@ -90,7 +90,7 @@ def _job(args: tuple) -> tuple:
             seed=seed,
             steps=steps,
             warmup=warmup,
-            # `bandit` is the flat prior (EVALUATION.md); only `bandit+prior` starts from one.
+            # `bandit` is the flat prior (docs/evaluation.md); only `bandit+prior` starts from one.
             prior_path=prior if spec == "bandit+prior" and prior else None,
             keep_trace=kind != "point",
         )
@@ -295,9 +295,9 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
         "wall_s": time.time() - t0,
         "quick": cfg.quick,
         "note": (
-            "quick mode: fewer points, seeds and steps than EVALUATION.md; the checks are indicative"
+            "quick mode: fewer points, seeds and steps than docs/evaluation.md; the checks are indicative"
             if cfg.quick
-            else "full EVALUATION.md simulator protocol"
+            else "full docs/evaluation.md simulator protocol"
         ),
     }
 

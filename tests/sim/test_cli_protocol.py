@@ -139,7 +139,7 @@ def test_protocol_reports_a_failing_policy_instead_of_crashing(monkeypatch):
 
 
 def test_only_bandit_plus_prior_starts_from_the_prior(monkeypatch):
-    """EVALUATION.md: `bandit` is banditk with a flat prior, `bandit+prior` with the shipped one.
+    """docs/evaluation.md: `bandit` is banditk with a flat prior, `bandit+prior` with the shipped one.
     (The sweep used to hand the prior to both, so its `bandit` rows were not flat.)"""
     from banditk.sim import protocol
 

@@ -1,4 +1,4 @@
-"""The peer policies behave as EVALUATION.md describes them."""
+"""The peer policies behave as docs/evaluation.md describes them."""
 
 import numpy as np
 import pytest
