@@ -23,6 +23,7 @@ from banditk.core.config import GovernorConfig
 from banditk.core.types import Decision, StepContext, StepOutcome
 from banditk.governor import BanditGovernor
 from banditk.io.atomic import atomic_write_text
+from banditk.io.provenance import provenance
 from banditk.tools.synthetic import SyntheticTruth
 
 BATCHES = (1, 8, 64, 256)
@@ -102,6 +103,7 @@ def main() -> int:
     report = {
         "benchmark": "governor overhead per scheduler step",
         "banditk_version": __version__,
+        "provenance": provenance(),
         "machine": {
             "python": platform.python_version(),
             "processor": platform.processor() or platform.machine(),

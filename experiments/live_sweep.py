@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from banditk.evaluation import THRESHOLDS, point_checks, summary  # noqa: E402
 from banditk.io.atomic import atomic_write_text  # noqa: E402
+from banditk.io.provenance import provenance  # noqa: E402
 from banditk.live.bench import Load, run_warm_then_measure, summarize  # noqa: E402
 from banditk.live.policies import speculative_config  # noqa: E402
 from banditk.live.server import VllmServer  # noqa: E402
@@ -399,6 +400,7 @@ def build_report(points: list[dict], args) -> dict:
             "client": "vllm.benchmarks.serve (vllm bench serve)",
         },
         "machine": versions(),
+        "provenance": provenance(),
         "points": points,
         "checks": checks,
         "summary": summary(checks),

@@ -39,6 +39,7 @@ from banditk.core.errors import BanditkError  # noqa: E402
 from banditk.governor import BanditGovernor  # noqa: E402
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.priorfile import load_prior  # noqa: E402
+from banditk.io.provenance import provenance  # noqa: E402
 from banditk.io.recording import RecordingPolicy  # noqa: E402
 from banditk.policies.explore import RandomKPolicy  # noqa: E402
 
@@ -305,6 +306,7 @@ def main() -> int:
         "thresholds": {"flat": 0.03, "prior": 0.01},
         "governor_config": gc,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "provenance": provenance(),
         "rows": [],
     }
     todo = [(r, h) for r in rows for h in (r[5] if args.hardware is None else args.hardware.split(","))]

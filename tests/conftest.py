@@ -1,4 +1,4 @@
-"""Shared fixtures for the core tests (helpers live in banditk.testing.streams)."""
+"""Shared fixtures for the core tests (stream helpers live in tests/streams.py)."""
 
 from __future__ import annotations
 

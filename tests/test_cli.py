@@ -5,9 +5,9 @@ import subprocess
 import sys
 
 import pytest
+from streams import trained_governor as trained
 
 from banditk.io.priorfile import read_json, save_snapshot
-from banditk.testing.streams import trained_governor as trained
 from banditk.tools.cli import main
 
 

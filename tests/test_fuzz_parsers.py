@@ -9,11 +9,11 @@ import json
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from streams import run_stream
 
 from banditk.core.config import GovernorConfig
 from banditk.core.errors import BanditkError
 from banditk.io.priorfile import governor_from_snapshot, parse_json, prior_from_dict, snapshot_dict
-from banditk.testing.streams import run_stream
 from banditk.tools.synthetic import SyntheticTruth
 
 json_values = st.recursive(

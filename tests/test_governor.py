@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from streams import run_stream, switches
 
 from banditk.core.config import GovernorConfig
 from banditk.core.errors import (
@@ -13,7 +14,6 @@ from banditk.core.errors import (
 )
 from banditk.core.types import Decision, StepContext, StepOutcome
 from banditk.governor import BanditGovernor
-from banditk.testing.streams import run_stream, switches
 from banditk.tools.synthetic import SyntheticTruth
 
 

@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
+from streams import run_stream
 
 from banditk.core.errors import ConfigError
 from banditk.core.types import StepContext
 from banditk.policies import POLICY_SPECS, make_policy
 from banditk.policies.static import TablePolicy
-from banditk.testing.streams import run_stream
 from banditk.tools.synthetic import SyntheticTruth
 
 SPECS = ["bandit", "nospec", "fixed:0", "fixed:2", "fixed:4", "table:[[1,4,2],[5,512,0]]", "ucb"]

@@ -1,6 +1,7 @@
 """A prior is weighed against live data: it keeps its weight where it agrees and yields where not."""
 
 import numpy as np
+from streams import run_stream
 
 from banditk.core.buckets import DEFAULT_BUCKET_EDGES, bucket_of, representative_batch
 from banditk.core.config import GovernorConfig
@@ -8,7 +9,6 @@ from banditk.governor import BanditGovernor
 from banditk.io.prior import DrafterKey, Prior
 from banditk.posterior.prior_conflict import LIVE_BIAS_SD, MIN_LIVE_N, PriorCells
 from banditk.posterior.stats import SufficientStats
-from banditk.testing.streams import run_stream
 from banditk.tools.synthetic import SyntheticTruth
 
 NB, K1 = 4, 3

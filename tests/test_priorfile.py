@@ -5,6 +5,7 @@ import pickle
 
 import numpy as np
 import pytest
+from streams import run_stream, trained_governor
 
 from banditk.core.config import GovernorConfig
 from banditk.core.errors import DrafterClassMismatchError, IncompatiblePriorError, PriorFormatError
@@ -23,7 +24,6 @@ from banditk.io.priorfile import (
     save_snapshot,
     snapshot_dict,
 )
-from banditk.testing.streams import run_stream, trained_governor
 from banditk.tools.synthetic import SyntheticTruth
 
 

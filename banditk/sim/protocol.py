@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from banditk.io.provenance import provenance
 from banditk.sim import checks
 from banditk.sim.policies import find_shipped_prior
 from banditk.sim.run import run_policy
@@ -292,6 +293,7 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
             "cpus": os.cpu_count(),
             "numpy": np.__version__,
         },
+        "provenance": provenance(),
         "wall_s": time.time() - t0,
         "quick": cfg.quick,
         "note": (

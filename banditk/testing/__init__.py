@@ -1,1 +1,1 @@
-"""Test helpers: synthetic streams (core only), and tiny vLLM models and engines (need the ``cpu`` extra)."""
+"""Tiny local vLLM models and engines for live runs, demos and the adapter tests (need the ``cpu`` extra)."""
