@@ -105,7 +105,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                 "bandit+prior",
             ]
         )
-    args.policies = split_policies(args.policies)
+    # A bare `table` is the --table spec, as --help says.
+    args.policies = [f"table:{args.table}" if p == "table" else p for p in split_policies(args.policies)]
     return args
 
 

@@ -39,8 +39,22 @@ def test_sigkill_mid_write_leaves_a_complete_file(tmp_path):
         assert doc["version"] == doc["end"] and len(doc["payload"]) == 2_000_000
         versions.append(doc["version"])
     assert max(versions) > 0
-    # Orphaned temporary files are left by a killed writer but never the target name.
+    # A killed writer may leave its temporary file; the next write removes every such orphan.
     assert all(p.name.startswith(".snapshot.json.") for p in tmp_path.iterdir() if p.name != "snapshot.json")
+    atomic_write_text(path, json.dumps({"version": -1, "payload": "", "end": -1}))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snapshot.json"]
+
+
+def test_an_orphan_is_removed_but_a_live_writers_temp_is_kept(tmp_path):
+    path = tmp_path / "s.json"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = tmp_path / f".s.json.{int(dead.stdout)}.abc.tmp"
+    live = tmp_path / f".s.json.{os.getppid()}.def.tmp"  # our parent runs
+    other = tmp_path / ".t.json.1.x.tmp"  # another file's temporary
+    for p in (orphan, live, other):
+        p.write_text("partial")
+    atomic_write_text(path, "{}")
+    assert not orphan.exists() and live.exists() and other.exists()
 
 
 def test_failed_write_keeps_the_old_file(tmp_path, monkeypatch):

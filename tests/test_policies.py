@@ -83,7 +83,7 @@ def test_table_counts_prefills_as_vllm_does():
     assert table.select(StepContext(num_decoding=3, k_max=4, drafter_class="mtp", num_scheduled=5)).k == 0
 
 
-@pytest.mark.parametrize("spec", ["[[1,4,2],[5,512,0]]", "[[1,16,3],[32,128,2]]", "[[1,1,6],[3,3,1]]"])
+@pytest.mark.parametrize("spec", ["[[1,4,2],[5,512,0]]", "[[1,16,3],[32,128,2]]", "[[1,1,4],[3,3,1]]"])
 def test_table_matches_vllms_own_lookup(spec):
     utils = pytest.importorskip("vllm.v1.spec_decode.dynamic.utils")
     import json
@@ -92,6 +92,15 @@ def test_table_matches_vllms_own_lookup(spec):
     dense = utils.build_dynamic_sd_schedule_lookup(json.loads(spec), max_num_seqs, k_max)
     table = TablePolicy(spec, k_max=k_max)
     assert [table.k_for(n) for n in range(1, max_num_seqs + 1)] == dense[1:]
+
+
+def test_a_table_k_above_k_max_is_refused_like_fixed_k():
+    # vLLM caps such a K silently; banditk refuses it, as it refuses fixed:K above K_max, so a
+    # table never runs otherwise than it reads (a by-design difference from vLLM).
+    with pytest.raises(ConfigError, match=r"table K must be in \[0, k_max=3\], got \[1, 8, 9\]"):
+        make_policy("table:[[1,8,9]]", k_max=3, drafter_class="mtp")
+    with pytest.raises(ConfigError, match=r"fixed K must be an integer in \[0, k_max=3\], got 9"):
+        make_policy("fixed:9", k_max=3, drafter_class="mtp")
 
 
 def test_ucb_finds_the_best_k_on_a_stationary_stream():

@@ -285,7 +285,7 @@ def test_oversized_and_deeply_nested_files_are_refused(tmp_path):
     big = tmp_path / "big.json"
     with open(big, "wb") as f:
         f.truncate(MAX_FILE_BYTES + 1)
-    with pytest.raises(PriorFormatError, match="above the .*-byte limit"):
+    with pytest.raises(PriorFormatError, match="over the .*-byte limit"):
         load_prior(big)
     with pytest.raises(PriorFormatError, match="nested too deeply"):
         load_prior(write(tmp_path, "[" * 100_000 + "]" * 100_000))

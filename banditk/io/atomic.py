@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 from pathlib import Path
@@ -17,7 +18,8 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    remove_orphans(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -41,3 +43,40 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
         pass
     finally:
         os.close(dir_fd)
+
+
+def remove_orphans(target: Path) -> int:
+    """Remove temporary files of ``target`` left by writers that died (killed mid-write).
+
+    A temporary file's name carries its writer's pid; one whose process no longer runs is an
+    orphan. Temporary files of live writers are left alone. Returns how many were removed.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / ".x.json.999999999.abc.tmp").write_text("torn")
+    >>> remove_orphans(d / "x.json"), sorted(p.name for p in d.iterdir())
+    (1, [])
+    """
+    removed = 0
+    for tmp in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+        pid = tmp.name[len(target.name) + 2 :].split(".", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            tmp.unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid < 2**31  # another user's live process; an absurd pid is no process
+    return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -37,20 +38,32 @@ DEFAULT_STRENGTH = 200.0
 
 
 def read_json(path: str | os.PathLike) -> dict:
-    """Read a JSON object from ``path`` with a size cap; errors name the file."""
+    """Read a JSON object from a regular file, at most ``MAX_FILE_BYTES`` whatever ``st_size``
+    says (``/dev/zero`` reports 0); errors name the file."""
     p = Path(path)
     try:
-        size = p.stat().st_size
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
     except OSError as e:
         raise PriorFormatError(f"Cannot read {str(p)!r}: {e.strerror}.") from None
-    if size > MAX_FILE_BYTES:
-        raise PriorFormatError(f"{str(p)!r} is {size} bytes, above the {MAX_FILE_BYTES}-byte limit for prior files.")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+        os.close(fd)
+        if stat.S_ISREG(st.st_mode):
+            raise PriorFormatError(
+                f"{str(p)!r} is {st.st_size} bytes, over the {MAX_FILE_BYTES}-byte limit for prior files."
+            )
+        raise PriorFormatError(f"{str(p)!r} is not a regular file, so it is not a prior file.")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_FILE_BYTES + 1)
+        except OSError as e:
+            raise PriorFormatError(f"Cannot read {str(p)!r}: {e.strerror}.") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise PriorFormatError(f"{str(p)!r} is over the {MAX_FILE_BYTES}-byte limit for prior files.")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise PriorFormatError(f"{str(p)!r} is not UTF-8 text, so it is not a prior file.") from None
-    except OSError as e:
-        raise PriorFormatError(f"Cannot read {str(p)!r}: {e.strerror}.") from None
     return parse_json(text, str(p))
 
 
@@ -286,6 +299,13 @@ def prior_from_snapshot(doc: dict, *, strength: float | None = None, name: str =
     return Prior(old.key, old.k_max, old.bucket_edges, stats, cap, governor.latency_weights(), provenance)
 
 
+def _key_text(key) -> str:
+    return (
+        f"class={key.drafter_class} method={key.method or '-'} target={key.target_model or '-'} "
+        f"draft={key.draft_model or '-'} hardware={key.hardware or '-'}"
+    )
+
+
 def merge_documents(docs: list[tuple[str, dict]]) -> dict:
     """Merge priors, or snapshots from several replicas, by adding sufficient statistics.
 
@@ -299,7 +319,19 @@ def merge_documents(docs: list[tuple[str, dict]]) -> dict:
         raise PriorFormatError("merge takes either all priors or all snapshots, not a mix.")
     priors = [(name, prior_from_dict(doc, name)) for name, doc in docs]
     first_name, first = priors[0]
+    seen: dict[str, str] = {}
+    for name, doc in docs:
+        same = seen.setdefault(dumps(doc), name)
+        if same != name:
+            raise PriorFormatError(
+                f"{name!r} is the same file as {same!r}: merging a file with itself counts it twice."
+            )
     for name, p in priors[1:]:
+        if p.key != first.key and p.key.drafter_class == first.key.drafter_class:
+            raise PriorFormatError(
+                f"cannot merge {name!r} (drafter {_key_text(p.key)}) with {first_name!r} ({_key_text(first.key)}): "
+                "a merge adds statistics of the same drafter, target model and hardware."
+            )
         if p.key.drafter_class != first.key.drafter_class:
             raise DrafterClassMismatchError(
                 f"cannot merge {name!r} (drafter class {p.key.drafter_class!r}) with {first_name!r} "

@@ -86,8 +86,8 @@ def parse_table(spec: object, k_max: int) -> list[tuple[int, int, int]]:
         lo, hi, k = entry
         if lo < 1 or hi < lo:
             raise ConfigError(f"table range must have 1 <= lo <= hi, got {entry!r} in {text!r}.")
-        if k < 0:
-            raise ConfigError(f"table K must be >= 0, got {entry!r} in {text!r}.")
+        if not 0 <= k <= k_max:
+            raise ConfigError(f"table K must be in [0, k_max={k_max}], got {entry!r} in {text!r}.")
         if lo <= previous_end:
             raise ConfigError(f"table ranges must be sorted and non-overlapping, got {entry!r} in {text!r}.")
         previous_end = hi

@@ -28,7 +28,9 @@ def _prior_parsers(sub: argparse._SubParsersAction) -> None:
     show.add_argument(
         "--all", action="store_true", help="also show buckets with no observations (model estimates only)"
     )
-    show.add_argument("--samples", type=int, default=2000, help="Monte-Carlo samples for P(best) (default 2000)")
+    show.add_argument(
+        "--samples", type=_positive_samples, default=2000, help="Monte-Carlo samples for P(best) (default 2000)"
+    )
     show.set_defaults(func=_cmd_show)
 
     val = psub.add_parser(
@@ -114,13 +116,37 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return status
 
 
+#: Largest prior strength a file may carry (the validator refuses a `strength_cap` at or above it).
+MAX_STRENGTH = 1e12
+
+
+def _check_output(path: Path) -> None:
+    """An output path must name a file: refuse a directory before any work is done."""
+    if path.is_dir():
+        raise BanditkError(f"output {str(path)!r} is a directory; give a file name.")
+
+
+def _positive_samples(text: str) -> int:
+    """argparse type for --samples: an integer >= 1 (P(best) of 0 samples is 0/0)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {n}")
+    return n
+
+
 def _cmd_import(args: argparse.Namespace) -> int:
     import dataclasses
 
     from banditk.io.priorfile import prior_from_snapshot, read_json, save_prior
 
-    if args.strength is not None and not args.strength > 0:
-        raise BanditkError(f"--strength must be a positive number of observations, got {args.strength}.")
+    if args.strength is not None and not 0 < args.strength < MAX_STRENGTH:
+        raise BanditkError(
+            f"--strength must be a number of observations in (0, {MAX_STRENGTH:g}), got {args.strength}."
+        )
+    _check_output(args.output)
     prior = prior_from_snapshot(read_json(args.snapshot), strength=args.strength, name=str(args.snapshot))
     if args.hardware:
         prior.key = dataclasses.replace(prior.key, hardware=args.hardware)
@@ -136,6 +162,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     from banditk.io.atomic import atomic_write_text
     from banditk.io.priorfile import dumps, merge_documents, read_json
 
+    _check_output(args.output)
     merged = merge_documents([(str(p), read_json(p)) for p in args.files])
     atomic_write_text(args.output, dumps(merged))
     print(f"wrote {args.output}: merged {len(args.files)} {merged['schema'].split('/')[1]}s")
