@@ -21,6 +21,19 @@ def test_round_trip_with_rotation_and_a_torn_last_line(tmp_path):
     assert np.isnan(tr.target_s[0]) and tr.draft_s[0] == 0.005
 
 
+@pytest.mark.parametrize("step_s", [1e200, 1e308, 3601.0])
+def test_a_step_line_with_an_absurd_time_is_skipped_and_counted(tmp_path, step_s):
+    # One such line crashed `banditk fit` (LinAlgError, or a NaN in nnls) before it was skipped.
+    path = tmp_path / "t.jsonl"
+    d = Decision(k=2, bucket=3, num_decoding=4, step_id=1)
+    good = step_record(d, StepOutcome(np.array([2, 2, 2, 2]), np.array([2, 1, 0, 2]), 0.02), 3)
+    lines = [header("mtp", 3, "sim"), good, dict(good, step_s=step_s), dict(good, draft_s=step_s)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    tr = read_trace(path)
+    # The draft_s line keeps its step, without a draft time.
+    assert len(tr) == 2 and tr.skipped == 1 and tr.step_s.max() == 0.02 and np.isnan(tr.draft_s[1])
+
+
 def test_trace_without_header_or_steps(tmp_path):
     p = tmp_path / "x.jsonl"
     p.write_text('{"step": 1}\n')

@@ -173,16 +173,19 @@ def _check_header(rec: dict, name: str) -> dict:
 
 #: Largest batch or token count a step line may carry (it must fit the int64 columns).
 _MAX_COUNT = 2**31
+#: Longest step a line may report: no scheduler step takes hours, and a finite but huge time
+#: (1e200) would overflow the fit's sums of squares.
+MAX_STEP_S = 3600.0
 
 
-def _num(v, lo: float = 0.0) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo:
+def _num(v, lo: float = 0.0, hi: float = math.inf) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
         return None
     return float(v)
 
 
 def _parse_step(rec: dict, k_max: int) -> tuple | None:
-    b, k, t = rec.get("B"), rec.get("k"), _num(rec.get("step_s"))
+    b, k, t = rec.get("B"), rec.get("k"), _num(rec.get("step_s"), hi=MAX_STEP_S)
     if (
         isinstance(b, bool)
         or not isinstance(b, int)
@@ -202,8 +205,8 @@ def _parse_step(rec: dict, k_max: int) -> tuple | None:
         or any(_num(v) is None for v in acc_s + acc_f)
     ):
         return None
-    draft = _num(rec.get("draft_s"))
-    target = _num(rec.get("target_s"))
+    draft = _num(rec.get("draft_s"), hi=MAX_STEP_S)
+    target = _num(rec.get("target_s"), hi=MAX_STEP_S)
     prefill = rec.get("prefill", 0)
     if isinstance(prefill, bool) or not isinstance(prefill, int) or not 0 <= prefill <= _MAX_COUNT:
         return None
