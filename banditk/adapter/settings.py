@@ -275,4 +275,22 @@ def _check_path(value: Any, key: str, *, must_exist: bool) -> str:
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise ConfigError(f"governor_config.{key}={path!r}: its directory {parent!r} does not exist.")
+        if os.path.isdir(path):
+            raise ConfigError(f"governor_config.{key}={path!r} is a directory; give a file name.")
+        _probe_writable(parent, key, path)
     return path
+
+
+def _probe_writable(folder: str, key: str, path: str) -> None:
+    """Create and remove a file in ``folder``: a folder that exists but cannot be written fails
+    at start-up, before the model loads, not at the first snapshot."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".banditk-write-probe.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ConfigError(
+            f"governor_config.{key}={path!r}: its directory {folder!r} cannot be written ({e.strerror})."
+        ) from None

@@ -49,6 +49,7 @@ class SnapshotWriter:
         self._last = clock()
         self.writes = 0
         self.errors = 0
+        self._failing = False
         self.supported = hasattr(policy, "get_state") and hasattr(policy, "config")
         if not self.supported:
             logger.warning(
@@ -74,15 +75,19 @@ class SnapshotWriter:
             from banditk.io.priorfile import save_snapshot
 
             save_snapshot(self.path, self.policy, self.provenance)
-            self.writes += 1
-            return True
         except Exception as e:  # never stop the engine for a snapshot
             self.errors += 1
-            if self.errors == 1:
+            if not self._failing:  # once per run of failures, and again when it recovers
+                self._failing = True
                 logger.error(
                     "banditk: writing snapshot %s failed (%s: %s); will keep trying.", self.path, type(e).__name__, e
                 )
             return False
+        self.writes += 1
+        if self._failing:
+            self._failing = False
+            logger.warning("banditk: snapshot %s written again after %d failed writes.", self.path, self.errors)
+        return True
 
     def close(self) -> bool:
         return self.write()

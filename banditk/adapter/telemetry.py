@@ -25,10 +25,13 @@ Examples:
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import deque
 
 import numpy as np
+
+logger = logging.getLogger("vllm.banditk")
 
 
 class RotatingJsonl:
@@ -42,6 +45,7 @@ class RotatingJsonl:
         # Written at the top of every file, so each rotated part is a readable trace.
         self.header = None if header is None else json.dumps(header, separators=(",", ":")) + "\n"
         self.errors = 0
+        self._failing = False
         self._fh = None
         self._size = 0
 
@@ -57,8 +61,30 @@ class RotatingJsonl:
                 self._write_header()
             self._fh.write(line)
             self._size += len(line)
+        except OSError as e:
+            self._failed(e)
+        else:
+            self._recovered()
+
+    def _failed(self, e: OSError) -> None:
+        """Count a failed write; log the first of a run of failures (once, not every step)."""
+        self.errors += 1
+        if not self._failing:
+            self._failing = True
+            logger.error(
+                "banditk: telemetry log %s cannot be written (%s); steps are not recorded until it can.", self.path, e
+            )
+        try:  # reopen at the next write, in case the file was moved or its folder restored
+            if self._fh is not None:
+                self._fh.close()
         except OSError:
-            self.errors += 1
+            pass
+        self._fh = None
+
+    def _recovered(self) -> None:
+        if self._failing:
+            self._failing = False
+            logger.warning("banditk: telemetry log %s is written again after %d failed writes.", self.path, self.errors)
 
     def _write_header(self) -> None:
         if self.header is not None and self._size == 0:

@@ -54,6 +54,17 @@ def test_dashed_keys_are_accepted():
             {"snapshot_path": "/nonexistent/dir/s.json"},
             r"snapshot_path='/nonexistent/dir/s.json': its directory",
         ),
+        # /proc exists and not even root can create a file there: caught at start-up.
+        (
+            "bandit",
+            {"snapshot_path": "/proc/s.json"},
+            r"snapshot_path='/proc/s.json': its directory '/proc' cannot be written",
+        ),
+        (
+            "bandit",
+            {"telemetry_log": "/proc/t.jsonl"},
+            r"telemetry_log='/proc/t.jsonl': its directory '/proc' cannot be written",
+        ),
         ("bandit", {"k_max": 3}, r"governor_config.k_max is set by vLLM's speculative config"),
         ("bandit", {"drafter_class": "warp"}, r"Unknown governor_config.drafter_class='warp'"),
     ],

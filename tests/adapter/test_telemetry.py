@@ -1,6 +1,7 @@
 """Telemetry counters, bounded histories and the rotated JSONL log (no vLLM needed)."""
 
 import json
+import logging
 
 import numpy as np
 
@@ -48,3 +49,20 @@ def test_jsonl_log_rotates_and_stays_bounded(tmp_path):
         assert p.stat().st_size <= 2048
     last = [json.loads(x) for x in path.read_text().splitlines()][-1]
     assert last["step"] == 499 and log.errors == 0
+
+
+def test_log_write_failures_are_logged_once_and_again_when_they_recover(tmp_path, caplog):
+    log = RotatingJsonl("/proc/banditk-steps.jsonl", max_bytes=1 << 20, backups=1)
+    with caplog.at_level(logging.WARNING, logger="vllm.banditk"):
+        for i in range(5):
+            log.write({"step": i})
+        assert log.errors == 5
+        assert [r.levelname for r in caplog.records] == ["ERROR"]
+        assert "cannot be written" in caplog.records[0].getMessage()
+        log.path = str(tmp_path / "steps.jsonl")  # the operator fixes the folder
+        log.write({"step": 5})
+        log.write({"step": 6})
+    assert [r.levelname for r in caplog.records] == ["ERROR", "WARNING"]
+    assert "written again after 5 failed writes" in caplog.records[1].getMessage()
+    log.close()
+    assert [json.loads(x)["step"] for x in (tmp_path / "steps.jsonl").read_text().splitlines()] == [5, 6]
