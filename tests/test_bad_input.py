@@ -92,3 +92,12 @@ def test_merge_of_distinct_replicas_still_works(tmp_path):
     save_snapshot(b, trained_governor(seed=2, steps=100))
     assert main(["prior", "merge", str(a), str(b), "-o", str(tmp_path / "m.json")]) == 0
     assert dataclasses.is_dataclass(trained_governor(seed=1, steps=1).config)
+
+
+def test_a_live_snapshot_carries_the_servers_key(tmp_path, capsys):
+    # prior show printed method=- target=- for a flat server's snapshot that recorded them.
+    path = tmp_path / "live.json"
+    save_snapshot(path, trained_governor(seed=1, steps=50), {"method": "mtp", "target_model": "/m/qwen"})
+    assert main(["prior", "show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "method=mtp" in out and "target=/m/qwen" in out

@@ -127,6 +127,7 @@ class GovernorRuntime:
             rt.k_max,
             rt.fallback_k,
         )
+        logger.info("banditk %s", prior_line(policy, settings))
         return rt
 
     # ---- scheduler hooks --------------------------------------------------------------------
@@ -375,3 +376,24 @@ class GovernorRuntime:
                 self.log.close()
         except Exception as e:  # pragma: no cover - shutdown must not raise
             self._error("close", e)
+
+
+def prior_line(policy: Any, settings: AdapterSettings) -> str:
+    """What the governor starts from, for the start-up log: the prior (file, class, hardware,
+    date) or the flat prior.
+
+    >>> from types import SimpleNamespace
+    >>> prior_line(SimpleNamespace(prior=None), SimpleNamespace(prior=None))
+    'starts from the flat prior (no governor_config.prior)'
+    """
+    if not hasattr(policy, "prior"):
+        return f"policy {getattr(policy, 'name', type(policy).__name__)} keeps no posterior, so no prior"
+    prior = policy.prior
+    if prior is None:
+        return "starts from the flat prior (no governor_config.prior)"
+    key, prov = prior.key, prior.provenance or {}
+    when = prov.get("fitted") or prov.get("created") or "-"
+    return (
+        f"starts from prior {settings.prior}: class={key.drafter_class} target={key.target_model or '-'} "
+        f"hardware={key.hardware or '-'} fitted={when} strength_cap={prior.strength_cap:g}"
+    )

@@ -120,7 +120,14 @@ class AdapterSettings:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> AdapterSettings:
+    def from_dict(cls, d: dict | None) -> AdapterSettings:
+        """The settings the plugin stored in vLLM's config; a clear error where there are none."""
+        if not isinstance(d, dict):
+            raise ConfigError(
+                "banditk's governed scheduler was selected but vLLM's config holds no banditk settings "
+                f"(additional_config[{ADDITIONAL_CONFIG_KEY!r}] is {d!r}): start vLLM with "
+                '"governor" in --speculative-config, which the banditk plugin turns into these settings.'
+            )
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -150,7 +157,7 @@ class AdapterSettings:
         if cls is None:
             raise ConfigError(
                 f"speculative method={self.method!r} has no banditk drafter class; set "
-                f"governor_config.drafter_class to one of {sorted(VLLM_METHOD_TO_CLASS.values())}."
+                f"governor_config.drafter_class to one of {sorted(set(VLLM_METHOD_TO_CLASS.values()))}."
             )
         return cls
 

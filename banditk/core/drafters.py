@@ -27,6 +27,7 @@ VLLM_METHOD_TO_CLASS: dict[str, str] = {
     "eagle3": "eagle",
     "draft_model": "draft_model",
     "ngram": "ngram",
+    "ngram_gpu": "ngram",  # the same prompt lookup, run on the device
     "suffix": "suffix",
     "dflash": "dflash",
 }

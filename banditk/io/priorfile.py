@@ -236,6 +236,10 @@ def governor_prior(governor: BanditGovernor) -> Prior:
 def snapshot_dict(governor: BanditGovernor, provenance: dict | None = None) -> dict:
     """A snapshot document of ``governor``: restoring it continues with the same decisions."""
     doc = prior_to_dict(governor_prior(governor))
+    # A flat governor's key names its class only; the server's provenance knows the rest.
+    for field in ("method", "target_model", "draft_model", "hardware"):
+        if not doc["drafter"].get(field) and isinstance((provenance or {}).get(field), str):
+            doc["drafter"][field] = provenance[field]
     doc["schema"] = SNAPSHOT_SCHEMA
     doc["governor"] = {"config": governor.config.to_dict(), "state": governor.get_state()}
     doc["snapshot"] = {"written": now_iso(), "banditk_version": __version__, **(provenance or {})}

@@ -1,9 +1,11 @@
 """Parsing and validation of the `governor` / `governor_config` keys (no vLLM needed)."""
 
+import dataclasses
+
 import pytest
 
 from banditk.adapter.policy_factory import build_policy, validate
-from banditk.adapter.settings import parse_settings, split_speculative_config
+from banditk.adapter.settings import AdapterSettings, parse_settings, split_speculative_config
 from banditk.core.errors import ConfigError
 
 BASE = {"method": "draft_model", "model": "/x", "num_speculative_tokens": 4}
@@ -87,6 +89,12 @@ def test_resolve_checks_k_dependent_fields():
         parse_settings("bandit", {"fallback_k": 3}).resolve(method="draft_model", k_max=2)
     with pytest.raises(ConfigError, match=r"method='medusa' has no banditk drafter class"):
         parse_settings("bandit", {}).resolve(method="medusa", k_max=2)
+    with pytest.raises(ConfigError) as e:
+        parse_settings("bandit", {}).resolve(method="medusa", k_max=2)
+    listed = str(e.value).split("one of ")[1]
+    assert listed.count("'eagle'") == 1  # each class once, though eagle and eagle3 both map to it
+    # ngram_gpu (valid in vLLM 0.32) is the n-gram class: vLLM starts with a governor.
+    assert parse_settings("bandit", {}).resolve(method="ngram_gpu", k_max=2).drafter_class_for() == "ngram"
     r = parse_settings("bandit", {"drafter_class": "eagle"}).resolve(method="medusa", k_max=2)
     assert r.drafter_class_for() == "eagle" and r.effective_fallback_k == 2
 
@@ -120,3 +128,28 @@ def test_settings_round_trip_as_json():
 
     s = parse_settings("bandit", {"seed": 2, "fallback_k": 1}).resolve(method="ngram", k_max=5)
     assert AdapterSettings.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+
+
+def test_a_scheduler_without_banditk_settings_gets_a_clear_error():
+    # vLLM's own tests build the scheduler class directly, with no plugin-made settings.
+    with pytest.raises(ConfigError, match=r"holds no banditk settings \(additional_config\['banditk'\] is None\)"):
+        AdapterSettings.from_dict(None)
+
+
+def test_the_start_up_log_names_the_prior_or_says_flat(tmp_path):
+    from types import SimpleNamespace
+
+    from streams import trained_governor
+
+    from banditk.adapter.runtime import prior_line
+    from banditk.io.priorfile import prior_from_snapshot, snapshot_dict
+
+    prior = prior_from_snapshot(snapshot_dict(trained_governor(seed=1, steps=100)), strength=50)
+    prior.key = dataclasses.replace(prior.key, hardware="gb10")
+    line = prior_line(SimpleNamespace(prior=prior), SimpleNamespace(prior="/p/mtp.json"))
+    assert line.startswith("starts from prior /p/mtp.json: class=mtp ") and "hardware=gb10" in line
+    assert "strength_cap=50" in line
+    assert prior_line(SimpleNamespace(prior=None), SimpleNamespace(prior=None)).endswith(
+        "flat prior (no governor_config.prior)"
+    )
+    assert "keeps no posterior" in prior_line(SimpleNamespace(name="fixed"), SimpleNamespace(prior=None))
