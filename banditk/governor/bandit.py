@@ -24,7 +24,6 @@ from banditk.governor import epochs, scoring, state, summary
 from banditk.governor.posterior import GoodputPosterior
 from banditk.io.prior import Prior
 from banditk.posterior.acceptance import expected_tokens
-from banditk.posterior.stats import DECODE_ONLY_KEYS
 
 #: Live steps next to a chunk the decode K needs in its cell before such a step may leave it.
 CHUNK_LEARN_STEPS = 3.0
@@ -252,38 +251,8 @@ class BanditGovernor:
 
     def get_state(self) -> dict:
         """Everything that changes as the governor runs, as JSON types."""
-        post = self.posterior
-        post.fold_pending()
-        return {
-            "data": post.data.to_dict(),
-            "cell_prior_mean": post.cell_prior_mean.tolist(),
-            "weights": post.weights.tolist(),
-            "prefill_price": post.prefill_price,
-            "prior_tau2": post.prior_tau2.tolist(),
-            "prior_tau2_mixed": post.prior_tau2_mixed.tolist(),
-            "decode_only_cells": {key: a.tolist() for key, a in zip(DECODE_ONLY_KEYS, post.decode_only)},
-            "scale_pending": post.scale_pending,
-            "rng": state.jsonable_rng_state(self._rng.bit_generator.state),
-            "prev_k": self.prev_k,
-            "prev_bucket": self.prev_bucket,
-            "held": self._held,
-            "epoch": self._epoch,
-            "candidate_bucket": self._candidate_bucket,
-            "candidate_steps": self._candidate_steps,
-            "outlier_run": post.outlier_run,
-            **self.counters(),
-        }
+        return state.dump(self)
 
     def set_state(self, raw: dict) -> None:
         """Restore :meth:`get_state` output; a bad field raises ``PriorFormatError`` naming it."""
-        s, post = state.read_state(raw, self.config), self.posterior
-        post.data, post.decode_only, post.pending = s["data"], s["decode_only_cells"], []
-        post.set_model(s["weights"], s["cell_prior_mean"], s["prefill_price"], s["scale_pending"])
-        post.outliers, post.outlier_run = s["outliers"], s["outlier_run"]
-        post.set_prior_tau2(s["prior_tau2"], s["prior_tau2_mixed"])
-        post.update_cache()
-        self._rng.bit_generator.state = s["rng"]
-        self.prev_k, self.prev_bucket, self._held, self._epoch = s["prev_k"], s["prev_bucket"], s["held"], s["epoch"]
-        self._candidate_bucket, self._candidate_steps = s["candidate_bucket"], s["candidate_steps"]
-        self.steps, self.observations, self.switches = s["steps"], s["observations"], s["switches"]
-        self.mixed_steps, self.k_counts = s["mixed_steps"], s["k_counts"]
+        state.restore(self, raw)

@@ -177,3 +177,44 @@ def jsonable_rng_state(state: dict) -> dict:
         k: (jsonable_rng_state(v) if isinstance(v, dict) else int(v) if not isinstance(v, str) else v)
         for k, v in state.items()
     }
+
+
+def dump(gov) -> dict:
+    """A :class:`~banditk.governor.bandit.BanditGovernor`'s state as JSON types, one key per
+    :data:`SCHEMA` field."""
+    post = gov.posterior
+    post.fold_pending()
+    return {
+        "data": post.data.to_dict(),
+        "cell_prior_mean": post.cell_prior_mean.tolist(),
+        "weights": post.weights.tolist(),
+        "prefill_price": post.prefill_price,
+        "prior_tau2": post.prior_tau2.tolist(),
+        "prior_tau2_mixed": post.prior_tau2_mixed.tolist(),
+        "decode_only_cells": {key: a.tolist() for key, a in zip(DECODE_ONLY_KEYS, post.decode_only)},
+        "scale_pending": post.scale_pending,
+        "rng": jsonable_rng_state(gov._rng.bit_generator.state),
+        "prev_k": gov.prev_k,
+        "prev_bucket": gov.prev_bucket,
+        "held": gov._held,
+        "epoch": gov._epoch,
+        "candidate_bucket": gov._candidate_bucket,
+        "candidate_steps": gov._candidate_steps,
+        "outlier_run": post.outlier_run,
+        **gov.counters(),
+    }
+
+
+def restore(gov, raw: object) -> None:
+    """Put a checked :func:`dump` back into ``gov``: it continues with the same decisions."""
+    s, post = read_state(raw, gov.config), gov.posterior
+    post.data, post.decode_only, post.pending = s["data"], s["decode_only_cells"], []
+    post.set_model(s["weights"], s["cell_prior_mean"], s["prefill_price"], s["scale_pending"])
+    post.outliers, post.outlier_run = s["outliers"], s["outlier_run"]
+    post.set_prior_tau2(s["prior_tau2"], s["prior_tau2_mixed"])
+    post.update_cache()
+    gov._rng.bit_generator.state = s["rng"]
+    gov.prev_k, gov.prev_bucket, gov._held, gov._epoch = s["prev_k"], s["prev_bucket"], s["held"], s["epoch"]
+    gov._candidate_bucket, gov._candidate_steps = s["candidate_bucket"], s["candidate_steps"]
+    gov.steps, gov.observations, gov.switches = s["steps"], s["observations"], s["switches"]
+    gov.mixed_steps, gov.k_counts = s["mixed_steps"], s["k_counts"]
