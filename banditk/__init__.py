@@ -20,7 +20,8 @@ from banditk.core.config import GovernorConfig  # noqa: E402
 from banditk.core.errors import BanditkError  # noqa: E402
 from banditk.core.types import Decision, StepContext, StepOutcome  # noqa: E402
 from banditk.governor import BanditGovernor  # noqa: E402
-from banditk.io.priorfile import load_prior, load_snapshot, save_snapshot  # noqa: E402
+from banditk.governor.snapshot import load_snapshot, save_snapshot
+from banditk.io.priorfile import load_prior
 
 __all__ = [
     "BanditGovernor",

@@ -21,7 +21,8 @@ from banditk.core.config import GovernorConfig
 from banditk.core.errors import BanditkError
 from banditk.core.types import StepContext, StepOutcome
 from banditk.governor import BanditGovernor
-from banditk.io.priorfile import governor_from_snapshot, parse_json, prior_from_dict
+from banditk.governor.snapshot import governor_from_snapshot
+from banditk.io.priorfile import parse_json, prior_from_dict
 from banditk.io.trace import read_trace
 
 _GOV = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=0))
@@ -81,7 +82,7 @@ def check_input(data: bytes) -> None:
 
 def seed_corpus(folder: Path) -> None:
     """A few valid inputs to start from."""
-    from banditk.io.priorfile import snapshot_dict
+    from banditk.governor.snapshot import snapshot_dict
 
     folder.mkdir(parents=True, exist_ok=True)
     g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=2, seed=0, bucket_edges=(1, 8)))

@@ -8,7 +8,8 @@ import pytest
 from streams import trained_governor
 
 from banditk.core.errors import PriorFormatError
-from banditk.io.priorfile import merge_documents, read_json, save_snapshot, snapshot_dict
+from banditk.governor.snapshot import merge_documents, save_snapshot, snapshot_dict
+from banditk.io.priorfile import read_json
 from banditk.tools.cli import main
 
 

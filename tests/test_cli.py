@@ -7,7 +7,8 @@ import sys
 import pytest
 from streams import trained_governor as trained
 
-from banditk.io.priorfile import read_json, save_snapshot
+from banditk.governor.snapshot import save_snapshot
+from banditk.io.priorfile import read_json
 from banditk.tools.cli import main
 
 

@@ -13,7 +13,8 @@ from streams import run_stream
 
 from banditk.core.config import GovernorConfig
 from banditk.core.errors import BanditkError
-from banditk.io.priorfile import governor_from_snapshot, parse_json, prior_from_dict, snapshot_dict
+from banditk.governor.snapshot import governor_from_snapshot, snapshot_dict
+from banditk.io.priorfile import parse_json, prior_from_dict
 from banditk.tools.synthetic import SyntheticTruth
 
 json_values = st.recursive(

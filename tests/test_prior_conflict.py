@@ -136,7 +136,7 @@ def test_a_right_prior_keeps_its_weight_and_its_head_start():
 
 
 def test_a_snapshot_keeps_the_prior_as_loaded_and_restores_its_weighing(tmp_path):
-    from banditk.io.priorfile import load_snapshot, save_snapshot
+    from banditk.governor.snapshot import load_snapshot, save_snapshot
 
     prior = _prior_of(lambda k: 1.25 * (1.0 + 0.6 * k), (1.25, 1.25, 3.0, 3.0))
     g = _governor(prior)

@@ -11,19 +11,15 @@ from banditk.core.config import GovernorConfig
 from banditk.core.errors import DrafterClassMismatchError, IncompatiblePriorError, PriorFormatError
 from banditk.core.types import StepContext, StepOutcome
 from banditk.governor import BanditGovernor
-from banditk.io.priorfile import (
-    MAX_FILE_BYTES,
+from banditk.governor.snapshot import (
     governor_from_snapshot,
-    load_prior,
     load_snapshot,
     merge_documents,
     prior_from_snapshot,
-    prior_to_dict,
-    read_json,
-    save_prior,
     save_snapshot,
     snapshot_dict,
 )
+from banditk.io.priorfile import MAX_FILE_BYTES, load_prior, prior_to_dict, read_json, save_prior
 from banditk.tools.synthetic import SyntheticTruth
 
 

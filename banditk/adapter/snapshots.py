@@ -1,6 +1,6 @@
 """Periodic and shutdown snapshots of the live posterior, written atomically.
 
-A snapshot is :func:`banditk.io.priorfile.save_snapshot`'s document (atomic
+A snapshot is :func:`banditk.governor.snapshot.save_snapshot`'s document (atomic
 write: a reader sees the old file or the new one). ``banditk prior import``
 turns it into a prior for another deployment; with data parallelism each
 engine core writes its own (give each a distinct ``snapshot_path``) and
@@ -72,7 +72,7 @@ class SnapshotWriter:
         if not self.supported:
             return False
         try:
-            from banditk.io.priorfile import save_snapshot
+            from banditk.governor.snapshot import save_snapshot
 
             save_snapshot(self.path, self.policy, self.provenance)
         except Exception as e:  # never stop the engine for a snapshot

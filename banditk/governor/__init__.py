@@ -9,7 +9,8 @@
 - ``latency_fit``: the online latency regression behind every cell's prior mean;
 - ``prior_weighing``: a prior's cells weighed down where live data contradicts them;
 - ``summary``: goodput means, P(best) and the log line;
-- ``state``: the snapshot schema of the governor's state.
+- ``state``: the snapshot schema of the governor's state, its dump and restore;
+- ``snapshot``: snapshot files: write, read back, merge replicas, turn into a prior.
 
 Bucket dwell and hysteresis are :mod:`banditk.core.buckets`; the conjugate formulas are
 :mod:`banditk.posterior.nig` and :mod:`banditk.posterior.acceptance`.

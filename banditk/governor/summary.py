@@ -6,6 +6,7 @@ import numpy as np
 
 from banditk.governor.thompson import MIN_STEP_S
 from banditk.posterior.acceptance import expected_tokens
+from banditk.posterior.nig import mean_from_variates
 
 
 def mean_goodput(acc_a: np.ndarray, acc_b: np.ndarray, mean_step_s: np.ndarray, rep_batch: np.ndarray) -> np.ndarray:
@@ -25,8 +26,8 @@ def prob_best(acc_a, acc_b, mn, kn, an, bn, samples: int, seed: int) -> np.ndarr
     rng = np.random.default_rng(seed)
     tokens = expected_tokens(rng.beta(acc_a, acc_b, size=(samples, acc_a.size)))  # (S, K+1)
     shape = (samples,) + mn.shape
-    sigma2 = bn / rng.standard_gamma(np.broadcast_to(an, shape))
-    t = np.maximum(mn + np.sqrt(sigma2 / kn) * rng.standard_normal(shape), MIN_STEP_S)
+    gamma = rng.standard_gamma(np.broadcast_to(an, shape))  # exact: this is a read-out, not the per-step draw
+    t = np.maximum(mean_from_variates(mn, kn, bn, gamma, rng.standard_normal(shape)), MIN_STEP_S)
     best = np.argmax(tokens[:, None, :] / t, axis=-1)  # (S, buckets)
     k1 = acc_a.size + 1
     return np.stack([np.bincount(best[:, i], minlength=k1) for i in range(best.shape[1])]) / samples

@@ -75,7 +75,8 @@ def _prior_parsers(sub: argparse._SubParsersAction) -> None:
 def _governor_for(path: Path):
     from banditk.core.config import GovernorConfig
     from banditk.governor import BanditGovernor
-    from banditk.io.priorfile import SNAPSHOT_SCHEMA, _check_header, governor_from_snapshot, prior_from_dict, read_json
+    from banditk.governor.snapshot import governor_from_snapshot
+    from banditk.io.priorfile import SNAPSHOT_SCHEMA, _check_header, prior_from_dict, read_json
 
     doc = read_json(path)
     if _check_header(doc, str(path)) == SNAPSHOT_SCHEMA:
@@ -140,7 +141,8 @@ def _positive_samples(text: str) -> int:
 def _cmd_import(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from banditk.io.priorfile import prior_from_snapshot, read_json, save_prior
+    from banditk.governor.snapshot import prior_from_snapshot
+    from banditk.io.priorfile import read_json, save_prior
 
     if args.strength is not None and not 0 < args.strength < MAX_STRENGTH:
         raise BanditkError(
@@ -159,8 +161,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
+    from banditk.governor.snapshot import merge_documents
     from banditk.io.atomic import atomic_write_text
-    from banditk.io.priorfile import dumps, merge_documents, read_json
+    from banditk.io.priorfile import dumps, read_json
 
     _check_output(args.output)
     merged = merge_documents([(str(p), read_json(p)) for p in args.files])

@@ -19,7 +19,7 @@ import numpy as np
 from banditk.core.config import GovernorConfig
 from banditk.core.types import StepContext
 from banditk.governor import BanditGovernor
-from banditk.io.priorfile import save_snapshot
+from banditk.governor.snapshot import save_snapshot
 from banditk.tools.report import posterior_table
 from banditk.tools.synthetic import SyntheticTruth
 

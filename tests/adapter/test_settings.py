@@ -142,7 +142,7 @@ def test_the_start_up_log_names_the_prior_or_says_flat(tmp_path):
     from streams import trained_governor
 
     from banditk.adapter.runtime import prior_line
-    from banditk.io.priorfile import prior_from_snapshot, snapshot_dict
+    from banditk.governor.snapshot import prior_from_snapshot, snapshot_dict
 
     prior = prior_from_snapshot(snapshot_dict(trained_governor(seed=1, steps=100)), strength=50)
     prior.key = dataclasses.replace(prior.key, hardware="gb10")

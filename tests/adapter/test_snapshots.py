@@ -5,7 +5,7 @@ import logging
 from streams import trained_governor
 
 from banditk.adapter.snapshots import SnapshotWriter
-from banditk.io.priorfile import load_snapshot
+from banditk.governor.snapshot import load_snapshot
 
 
 def test_write_failures_are_logged_once_and_again_when_they_recover(tmp_path, caplog):

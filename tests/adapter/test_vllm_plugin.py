@@ -88,7 +88,7 @@ def test_prior_of_another_drafter_class_is_refused(vllm_cpu, tiny_pair, tmp_path
     from banditk.core.config import GovernorConfig
     from banditk.core.errors import ConfigError
     from banditk.governor import BanditGovernor
-    from banditk.io.priorfile import save_snapshot
+    from banditk.governor.snapshot import save_snapshot
 
     path = tmp_path / "mtp.json"
     save_snapshot(path, BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4)))

@@ -6,8 +6,8 @@ import pytest
 from streams import trained_governor
 
 from banditk.core.errors import PriorFormatError
+from banditk.governor.snapshot import governor_from_snapshot, snapshot_dict
 from banditk.governor.state import OBSOLETE, SCHEMA
-from banditk.io.priorfile import governor_from_snapshot, snapshot_dict
 
 BAD_VALUES = ("", None, -1, "NaN", [], {}, 1e308, True)
 
