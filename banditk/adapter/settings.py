@@ -32,6 +32,7 @@ import dataclasses
 import math
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,8 +292,6 @@ def _check_path(value: Any, key: str, *, must_exist: bool) -> str:
 def _probe_writable(folder: str, key: str, path: str) -> None:
     """Create and remove a file in ``folder``: a folder that exists but cannot be written fails
     at start-up, before the model loads, not at the first snapshot."""
-    import tempfile
-
     try:
         fd, probe = tempfile.mkstemp(prefix=".banditk-write-probe.", dir=folder)
         os.close(fd)

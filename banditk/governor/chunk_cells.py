@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from banditk.posterior.nig import posterior_from_moments
-from banditk.posterior.prior_conflict import shared_chunk_slope
-from banditk.posterior.stats import SufficientStats
+from banditk.posterior.prior_conflict import chunk_moments, residual_var, slope_from_moments
+from banditk.posterior.stats import MIXED_FIELDS, SufficientStats
 
 #: Weight, in steps, of the additive prior of a cell next to a chunk: a K with a few such
 #: steps is read mostly from them.
@@ -33,19 +33,11 @@ def chunk_step_posterior(
     """Posterior (m, k, a, b) per K of the time of a step next to a chunk of ``prefill_tokens``,
     given the decode-only time per K at this step's batch (``decode_s``) and the price of a
     prompt token (the slope where chunks have not varied enough to fit one)."""
-    n = prior.mix_n[bucket] + data.mix_n[bucket]
-    s = prior.mix_sum[bucket] + data.mix_sum[bucket]
-    p = prior.mix_p[bucket] + data.mix_p[bucket]
-    pp = prior.mix_pp[bucket] + data.mix_pp[bucket]
-    tp = prior.mix_tp[bucket] + data.mix_tp[bucket]
-    safe = np.maximum(n, 1e-12)
-    mt, mp = s / safe, p / safe
-    var_t = np.maximum((prior.mix_sumsq[bucket] + data.mix_sumsq[bucket]) / safe - mt * mt, 0.0)
-    var_p = np.maximum(pp / safe - mp * mp, 0.0)
-    cov = tp / safe - mt * mp
-    slope = float(shared_chunk_slope(n, s, p, pp, tp, fallback=prefill_price))
+    n, s, ss, p, pp, tp = (getattr(prior, f)[bucket] + getattr(data, f)[bucket] for f in MIXED_FIELDS)
+    mt, mp, var_p, cov, var_t = chunk_moments(n, s, p, pp, tp, ss)
+    slope = float(slope_from_moments(n, var_p, cov, fallback=prefill_price))
     at_p = mt + slope * (prefill_tokens - mp)
-    scatter = n * np.maximum(var_t - 2.0 * slope * cov + slope * slope * var_p, 0.0)
+    scatter = n * residual_var(var_t, var_p, cov, slope)
     if n.max() > 0:
         # A chunk costs every K the same: a K rarely seen next to one starts from the
         # best-measured K's time there plus the decode-only difference between them.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from banditk.governor.thompson import MIN_STEP_S
 from banditk.posterior import latency_model
 from banditk.posterior.stats import SufficientStats
 
@@ -57,7 +58,7 @@ def prior_precision(design: np.ndarray, strength: float) -> np.ndarray:
 
 def cell_prior_means(design: np.ndarray, weights: np.ndarray, w0: np.ndarray) -> np.ndarray:
     """Model time per (bucket, K), floored at a thousandth of the prior's fixed cost."""
-    floor = max(float(w0[0]) * 1e-3, 1e-7)
+    floor = max(float(w0[0]) * 1e-3, MIN_STEP_S)
     return np.maximum(design @ weights, floor)
 
 

@@ -75,8 +75,8 @@ def _alive(pid: int) -> bool:
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # no such process, or no such pid at all
         return False
-    except (PermissionError, OverflowError):
-        return pid < 2**31  # another user's live process; an absurd pid is no process
+    except PermissionError:  # another user's live process
+        return True
     return True

@@ -31,6 +31,8 @@ SNAPSHOT_SCHEMA = "banditk/snapshot"
 MAX_FILE_BYTES = 16 * 1024 * 1024
 #: Default prior-strength cap (observations per cell) of imported priors.
 DEFAULT_STRENGTH = 200.0
+#: A prior's `strength_cap` must be below this (observations per cell and position).
+MAX_STRENGTH = 1e12
 
 
 # ---- reading ----------------------------------------------------------------------
@@ -128,7 +130,7 @@ def prior_from_dict(doc: dict, name: str = "<input>") -> Prior:
                 f"`bucket_edges` must be increasing positive integers from 1, got {doc.get('bucket_edges')!r}."
             ) from None
         cap = doc.get("strength_cap", DEFAULT_STRENGTH)
-        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap < 1e12:
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap < MAX_STRENGTH:
             raise PriorFormatError(f"`strength_cap` must be a positive number, got {cap!r}.")
         model = doc.get("latency_model", {})
         if not isinstance(model, dict):

@@ -58,6 +58,35 @@ def _mean_and_rel_var(n: np.ndarray, s: np.ndarray, ss: np.ndarray) -> tuple[np.
     return mean, np.clip(np.nan_to_num(rel, nan=0.0), MIN_RELATIVE_SD**2, _MAX_REL)
 
 
+def chunk_moments(n, s, p, pp, tp, ss=None):
+    """Per cell of steps next to a prompt chunk (weight ``n``; sums of step time t, chunk size
+    P, P^2, tP and, if given, t^2): mean t, mean P, var P, cov(t, P) and var t (None without
+    ``ss``); 0 where n = 0."""
+    safe = np.where(n > 0, n, 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mt, mp = s / safe, p / safe
+        var_p = np.maximum(pp / safe - mp * mp, 0.0)
+        cov = tp / safe - mt * mp
+        var_t = None if ss is None else np.maximum(ss / safe - mt * mt, 0.0)
+    return mt, mp, var_p, cov, var_t
+
+
+def slope_from_moments(n, var_p, cov, fallback: float = 0.0) -> np.ndarray:
+    """The slope along P that the cells of a bucket (the last axis) share, fitted within cells
+    (analysis of covariance); ``fallback`` where P does not vary enough to tell; never
+    negative, since a bigger chunk never makes a step faster."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = (n * var_p).sum(axis=-1)
+        slope = np.where(spread > 1.0, (n * cov).sum(axis=-1) / np.maximum(spread, 1e-300), fallback)
+    return np.nan_to_num(np.maximum(slope, 0.0), nan=0.0, posinf=0.0)
+
+
+def residual_var(var_t, var_p, cov, slope):
+    """Variance of step time about the line along P of that ``slope``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.maximum(var_t - 2.0 * slope * cov + slope * slope * var_p, 0.0)
+
+
 def chunk_adjusted_rel_var(n, s, ss, p, pp, tp) -> np.ndarray:
     """Per cell of steps next to a prompt chunk (weight ``n``; sums of step time, its square,
     chunk size P, P^2 and time x P), the squared coefficient of variation of a step's time
@@ -72,35 +101,23 @@ def chunk_adjusted_rel_var(n, s, ss, p, pp, tp) -> np.ndarray:
     >>> chunk_adjusted_rel_var(n, n * t + 1, 2 * t * t + 2 * t + 1, n * 5, n * 50, 10 * (t + 1)).tolist()
     [[2.5e-05, 2.5e-05]]
     """
-    safe = np.where(n > 0, n, 1.0)
-    slope = shared_chunk_slope(n, s, p, pp, tp)[:, None]
+    mt, _, var_p, cov, var_t = chunk_moments(n, s, p, pp, tp, ss)
+    resid = residual_var(var_t, var_p, cov, slope_from_moments(n, var_p, cov)[:, None])
     with np.errstate(over="ignore", invalid="ignore"):
-        mt, mp = s / safe, p / safe
-        var_t = np.maximum(ss / safe - mt * mt, 0.0)
-        var_p = np.maximum(pp / safe - mp * mp, 0.0)
-        cov = tp / safe - mt * mp
-        resid = np.maximum(var_t - 2.0 * slope * cov + slope * slope * var_p, 0.0)
         rel = np.where((n > 0) & (mt > 0), resid / np.maximum(mt * mt, 1e-300), 0.0)
     return np.clip(np.nan_to_num(rel, nan=0.0), MIN_RELATIVE_SD**2, _MAX_REL)
 
 
 def shared_chunk_slope(n, s, p, pp, tp, fallback: float = 0.0) -> np.ndarray:
     """Per bucket (the last axis holds K), the slope of step time along chunk size P shared
-    by its cells, fitted within cells (analysis of covariance); ``fallback`` where P does not
-    vary enough to tell. Never negative: a bigger chunk never makes a step faster.
+    by its cells (see :func:`slope_from_moments`).
 
     >>> n = np.array([2.0, 2.0]); p = np.array([10.0, 20.0]); pp = np.array([100.0, 400.0])
     >>> float(shared_chunk_slope(n, np.array([3.0, 5.0]), p, pp, np.array([20.0, 60.0])))  # (P, t) = (0, 1), (10, 2) and (0, 2), (20, 3)
     0.06
     """
-    safe = np.where(n > 0, n, 1.0)
-    with np.errstate(over="ignore", invalid="ignore"):
-        mt, mp = s / safe, p / safe
-        var_p = np.maximum(pp / safe - mp * mp, 0.0)
-        cov = tp / safe - mt * mp
-        spread = (n * var_p).sum(axis=-1)
-        slope = np.where(spread > 1.0, (n * cov).sum(axis=-1) / np.maximum(spread, 1e-300), fallback)
-    return np.nan_to_num(np.maximum(slope, 0.0), nan=0.0, posinf=0.0)
+    _, _, var_p, cov, _ = chunk_moments(n, s, p, pp, tp)
+    return slope_from_moments(n, var_p, cov, fallback)
 
 
 def at_chunk_size(n, s, ss, p, slope, target_p):

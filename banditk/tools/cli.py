@@ -117,10 +117,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return status
 
 
-#: Largest prior strength a file may carry (the validator refuses a `strength_cap` at or above it).
-MAX_STRENGTH = 1e12
-
-
 def _check_output(path: Path) -> None:
     """An output path must name a file: refuse a directory before any work is done."""
     if path.is_dir():
@@ -142,7 +138,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     import dataclasses
 
     from banditk.governor.snapshot import prior_from_snapshot
-    from banditk.io.priorfile import read_json, save_prior
+    from banditk.io.priorfile import MAX_STRENGTH, read_json, save_prior
 
     if args.strength is not None and not 0 < args.strength < MAX_STRENGTH:
         raise BanditkError(
