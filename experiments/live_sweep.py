@@ -38,6 +38,7 @@ from banditk.io.provenance import provenance  # noqa: E402
 from banditk.live.bench import Load, run_warm_then_measure, summarize  # noqa: E402
 from banditk.live.policies import speculative_config  # noqa: E402
 from banditk.live.server import VllmServer  # noqa: E402
+from banditk.switch_counts import log_switches  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -180,25 +181,6 @@ def server_env(cache: Path) -> dict[str, str]:
     return {**CPU_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "1", "VLLM_CACHE_ROOT": str(cache)}
 
 
-def k_switches(telemetry: Path, t0: float, t1: float) -> dict | None:
-    """K switches per 1,000 steps and the K histogram in [t0, t1], from the governor's telemetry log."""
-    if not telemetry.exists():
-        return None
-    ks = []
-    for line in telemetry.read_text(errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict) and "k" in rec and t0 <= rec.get("t", -1) <= t1:
-            ks.append(int(rec["k"]))
-    if len(ks) < 2:
-        return None
-    sw = sum(a != b for a, b in zip(ks, ks[1:]))
-    hist = {str(k): ks.count(k) for k in sorted(set(ks))}
-    return {"k_switches_per_1000": 1000.0 * sw / len(ks), "steps": len(ks), "k_hist": hist}
-
-
 def run_point(server: VllmServer, policy: str, c: int, args, run_dir: Path) -> dict:
     # One warm-up batch of c requests (about one request's latency), which sizes the point
     # to at least --min-requests requests or --min-seconds, whichever is longer.
@@ -213,11 +195,12 @@ def run_point(server: VllmServer, policy: str, c: int, args, run_dir: Path) -> d
         tag=f"c{c}",
     )
     point = {"policy": policy, "concurrency": c, "num_prompts": times["num_prompts"], **summarize(result)}
-    sw = k_switches(run_dir / "telemetry.jsonl", times["t0"], times["t1"])
+    log = run_dir / "telemetry.jsonl"
+    sw = log_switches(log, times["t0"], times["t1"]) if log.exists() else None
     if sw is not None:
         point.update(sw)
     elif policy.startswith(("nospec", "fixed:")):
-        point["k_switches_per_1000"] = 0.0
+        point["k_switches_per_1000"] = point["oscillations_per_1000"] = 0.0
     return point
 
 
@@ -356,10 +339,12 @@ def main(argv=None) -> int:
                 finished_now += 1
                 left = len(remaining) - finished_now
                 per = (time.monotonic() - started) / finished_now
-                sw = point.get("k_switches_per_1000")
+                sw, osc = point.get("k_switches_per_1000"), point.get("oscillations_per_1000")
                 print(
                     f"[{policy}] C={c:<3} {point['throughput_tok_s']:8.1f} tok/s  p99 TPOT {1e3 * point['tpot_p99_s']:7.1f} ms"
-                    f"  switches/1k {'-' if sw is None else f'{sw:.1f}'}  ({left} points left, ~{left * per / 60:.0f} min)",
+                    f"  K changes/1k {'-' if sw is None else f'{sw:.1f}'}"
+                    f"  oscillations/1k {'-' if osc is None else f'{osc:.1f}'}"
+                    f"  ({left} points left, ~{left * per / 60:.0f} min)",
                     flush=True,
                 )
     points = [json.loads(f.read_text()) for f in done_files.values() if f.exists()]

@@ -69,6 +69,10 @@ class DecisionLedger:
             self._open.popitem(last=False)
         return step
 
+    def entry(self, step: int) -> StepEntry:
+        """The open entry of ``step``."""
+        return self._open[step]
+
     def close_step(self, step: int, *, t_end: float, draft_s: float | None = None) -> tuple[StepEntry, float] | None:
         """Close ``step`` and return (the previous executed step's entry, credited duration).
 

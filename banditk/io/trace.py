@@ -8,8 +8,12 @@ The first line is a header, every other line one step::
      "acc_s": [7, 5, 0, 0], "acc_f": [1, 2, 0, 0], "prefill": 0, "kv": 0.31, "queue": 0}
 
 ``B`` counts requests that decoded; ``prefill`` the prompt tokens computed in the same
-step (absent means 0); ``k`` is the K the step's drafts were proposed with; ``acc_s``/``acc_f`` are per-position successes and first failures (see
-:mod:`banditk.posterior.acceptance`); ``draft_s``/``target_s`` may be null. Rotated logs
+step (absent means 0); ``k`` is the K the step's drafts were proposed with; ``bucket`` the
+batch bucket its decision consulted (-1 for policies without buckets; absent in older
+logs); ``acc_s``/``acc_f`` are per-position successes and first failures (see
+:mod:`banditk.posterior.acceptance`); ``draft_s``/``target_s`` may be null. A line with
+an ``"event"`` key is not a step: ``{"event": "fallback", "kind": ..., "k": ..., "B": ...,
+"t": ...}`` marks a step that ran the fallback K; readers of steps skip it. Rotated logs
 (``path.N`` ... ``path.1``, ``path``) are read oldest first. Malformed lines are
 skipped and counted, never fatal: a log cut off by a crash is still usable.
 """
@@ -58,6 +62,7 @@ def step_record(decision: Decision, outcome: StepOutcome, k_max: int, **extra) -
         "step": decision.step_id,
         "B": decision.num_decoding,
         "k": decision.k,
+        "bucket": decision.bucket,
         "step_s": round(outcome.step_duration_s, 7),
         "draft_s": None if outcome.draft_duration_s is None else round(outcome.draft_duration_s, 7),
         "target_s": None if outcome.target_duration_s is None else round(outcome.target_duration_s, 7),
@@ -67,6 +72,11 @@ def step_record(decision: Decision, outcome: StepOutcome, k_max: int, **extra) -
     }
     rec.update(extra)
     return rec
+
+
+def fallback_record(k: int, batch: int, kind: str, t: float) -> dict:
+    """An event line: a step ran the fallback K (``kind`` says why); it is not a step line."""
+    return {"event": "fallback", "kind": kind, "k": int(k), "B": int(batch), "t": round(t, 3)}
 
 
 @dataclass
@@ -128,6 +138,8 @@ def read_trace(path: str | os.PathLike, *, max_steps: int | None = None) -> Trac
                     continue
                 if rec.get("trace") == TRACE_SCHEMA:
                     head = head or _check_header(rec, str(f))
+                    continue
+                if "event" in rec:  # an event line (a fallback step): no step time to learn from
                     continue
                 if head is None:
                     skipped += 1

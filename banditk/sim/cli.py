@@ -63,7 +63,8 @@ def run_sim(args: argparse.Namespace) -> int:
         s = res.summary
         print(
             f"{s['policy']}: {s['throughput_tok_s']:.1f} tok/s, p99 TPOT {1e3 * (s['tpot_p99_s'] or 0):.1f} ms, "
-            f"regret {100 * s['regret_fraction']:.2f}%, {s['k_switches_per_1000']:.1f} switches/1000 -> "
+            f"regret {100 * s['regret_fraction']:.2f}%, {s['k_switches_per_1000']:.1f} K changes and "
+            f"{s['oscillations_per_1000']:.1f} oscillations /1000 -> "
             f"{args.json_out}",
             file=sys.stderr,
         )

@@ -33,6 +33,7 @@ from banditk.sim.hardware import get_hardware
 from banditk.sim.models import get_model
 from banditk.sim.scenario import Scenario, ScenarioError
 from banditk.sim.step_time import StepCostModel
+from banditk.switch_counts import protocol_bucket
 
 EMPTY, PREFILL, DECODE, WAITING = 0, 1, 2, 3
 
@@ -58,6 +59,8 @@ class Trace:
     k_star: np.ndarray
     kv_usage: np.ndarray
     preemptions: np.ndarray
+    bucket: np.ndarray  # the bucket the decision consulted (protocol buckets for bucketless policies)
+    prefill: np.ndarray  # prompt tokens computed in the step
 
     @classmethod
     def empty(cls, n: int) -> Trace:
@@ -73,8 +76,11 @@ class Trace:
             f(np.int16),
             f(float),
             f(np.int32),
+            f(np.int16),
+            f(np.int32),
         )
         t.k[:] = -1
+        t.bucket[:] = -1
         t.k_star[:] = -1
         return t
 
@@ -149,6 +155,7 @@ class Simulator:
         self.spec = bool(speculation)
         self.k_max = scenario.k_max
         self.rng = np.random.default_rng(seed)
+        self._log_clock = 0.0
         hw, m = get_hardware(scenario.hardware), get_model(scenario.model)
         piecewise = dynamic and scenario.dynamic_cudagraph == "PIECEWISE"
         self.cost = StepCostModel(hw, m, scenario.drafter_class, scenario.k_max, dynamic=piecewise)
@@ -386,8 +393,7 @@ class Simulator:
             t_exp = float(self.cost.times(0, n_sched, int(chunks.sum()), kv_bytes, spec=self.spec)[0])
             exp_tok = oracle_tok = 0.0
             k_star = -1
-        noise = self.scn.noise_cv
-        t_obs = t_exp * math.exp(self.rng.normal(0.0, noise) - 0.5 * noise * noise) if noise > 0 else t_exp
+        t_obs = t_exp * self._clock_factor()
         end = self.now + t_obs
         emitted_total = 0
         acc = np.zeros(n_dec, dtype=np.int64)
@@ -433,7 +439,22 @@ class Simulator:
             trace.k_star[i] = k_star
             trace.kv_usage[i] = min(1.0, used / self.kv_cap)
             trace.preemptions[i] = preempted
+            trace.prefill[i] = int(chunks.sum())
+            if decision is not None:
+                trace.bucket[i] = decision.bucket if decision.bucket >= 0 else protocol_bucket(n_dec)
         self.step_idx += 1
+
+    def _clock_factor(self) -> float:
+        """The measured over the true step time: log-normal noise, correlated from step to
+        step (``noise_ar1``), times an occasional stall (``noise_spike_p``), mean 1 without stalls."""
+        scn = self.scn
+        sd, rho = scn.noise_cv, scn.noise_ar1
+        if sd > 0:
+            self._log_clock = rho * self._log_clock + math.sqrt(1.0 - rho * rho) * self.rng.normal(0.0, sd)
+        factor = math.exp(self._log_clock - 0.5 * sd * sd) if sd > 0 else 1.0
+        if scn.noise_spike_p > 0 and self.rng.random() < scn.noise_spike_p:
+            factor *= 1.0 + self.rng.exponential(scn.noise_spike_mean)
+        return factor
 
     def run(self, steps: int, progress=None) -> tuple[Trace, Requests]:
         """Run ``steps`` steps; ``progress(i, steps)`` is called every 500 steps."""

@@ -6,6 +6,7 @@ import numpy as np
 
 from banditk.sim.engine import Requests, Trace
 from banditk.sim.oracle import regret_fraction
+from banditk.switch_counts import switch_counts
 
 
 def k_switches_per_1000(k: np.ndarray) -> float:
@@ -19,6 +20,12 @@ def k_switches_per_1000(k: np.ndarray) -> float:
     if k.size < 2:
         return 0.0
     return float(np.count_nonzero(np.diff(k)) * 1000.0 / k.size)
+
+
+def trace_switches(trace: Trace, start: int = 0, stop: int | None = None) -> dict:
+    """The protocol's switch counts (:mod:`banditk.switch_counts`) over steps ``start:stop``."""
+    sl = slice(start, stop)
+    return switch_counts(trace.k[sl], trace.bucket[sl], trace.prefill[sl] > 0)
 
 
 def _pct(x: np.ndarray, q: float) -> float | None:
@@ -47,6 +54,7 @@ def summarize(trace: Trace, done: Requests, *, warmup: int, policy: str, scenari
     ttft = first - arr
     ks = trace.k[w:]
     decided = ks >= 0
+    sw = trace_switches(trace, w)
     return {
         "policy": policy,
         "scenario": scenario,
@@ -57,7 +65,9 @@ def summarize(trace: Trace, done: Requests, *, warmup: int, policy: str, scenari
         "tpot_p95_s": _pct(tpot, 95),
         "tpot_p99_s": _pct(tpot, 99),
         "ttft_p99_s": _pct(ttft, 99),
-        "k_switches_per_1000": k_switches_per_1000(ks),
+        "k_switches_per_1000": sw["k_switches_per_1000"],
+        "oscillations_per_1000": sw["oscillations_per_1000"],
+        "change_causes": sw["change_causes"],
         "mean_k": float(ks[decided].mean()) if decided.any() else 0.0,
         "regret_fraction": regret_fraction(trace.expected_tokens, trace.oracle_tokens),
         "regret_tokens": float(np.sum(trace.oracle_tokens - trace.expected_tokens)),

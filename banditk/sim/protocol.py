@@ -142,6 +142,7 @@ METRICS = (
     "tpot_p99_s",
     "ttft_p99_s",
     "k_switches_per_1000",
+    "oscillations_per_1000",
     "regret_fraction",
     "mean_k",
     "preemptions",

@@ -16,7 +16,10 @@ open loop). Optional fields: ``workload.max_num_seqs`` (256),
 ``workload.max_num_batched_tokens`` (8192), ``workload.kv_capacity_tokens``
 (derived from device memory when absent), ``table`` (the vLLM batch-size table
 used by the ``table`` policy, default ``[[1,4,2],[5,512,0]]`` scaled to k_max),
-``noise_cv`` (0.03, step-time noise), ``dynamic_cudagraph`` ("PIECEWISE": the
+``noise_cv`` (0.03, step-time noise: the log-normal spread of one step), ``noise_ar1`` (0: the
+lag-1 correlation of that noise from step to step, a clock whose speed drifts), ``noise_spike_p``
+and ``noise_spike_mean`` (0: the share of steps that stall, and a stall's mean extra time as a
+fraction of the step, exponential), ``dynamic_cudagraph`` ("PIECEWISE": the
 mode vLLM's dynamic-K server runs in), ``warmup_steps`` (200).
 Every error names the field and shows the value.
 """
@@ -51,6 +54,9 @@ _TOP = {
     "seed",
     "table",
     "noise_cv",
+    "noise_ar1",
+    "noise_spike_p",
+    "noise_spike_mean",
     "dynamic_cudagraph",
     "warmup_steps",
     "description",
@@ -199,6 +205,9 @@ class Scenario:
     seed: int = 0
     table: list[list[int]] = field(default_factory=list)
     noise_cv: float = 0.03
+    noise_ar1: float = 0.0
+    noise_spike_p: float = 0.0
+    noise_spike_mean: float = 0.0
     dynamic_cudagraph: str = "PIECEWISE"
     warmup_steps: int = 200
     raw: dict = field(default_factory=dict, repr=False)
@@ -256,6 +265,13 @@ def parse_scenario(data: Any, where: str = "scenario") -> Scenario:
     seed = _int(data, "seed", where, "", 0, 0)
     warm = _int(data, "warmup_steps", where, "", 0, 200)
     noise = _num(data, "noise_cv", where, "", 0.0, 0.03, strict=False)
+    ar1 = _num(data, "noise_ar1", where, "", 0.0, 0.0, strict=False)
+    if ar1 >= 1.0:
+        raise _fail(where, "noise_ar1", ar1, "must be in [0, 1).")
+    spike_p = _num(data, "noise_spike_p", where, "", 0.0, 0.0, strict=False)
+    if spike_p > 1.0:
+        raise _fail(where, "noise_spike_p", spike_p, "must be a probability in [0, 1].")
+    spike_mean = _num(data, "noise_spike_mean", where, "", 0.0, 0.0, strict=False)
     mode = data.get("dynamic_cudagraph", "PIECEWISE")
     if mode not in ("PIECEWISE", "FULL"):
         raise _fail(where, "dynamic_cudagraph", mode, "must be 'PIECEWISE' or 'FULL'.")
@@ -300,6 +316,9 @@ def parse_scenario(data: Any, where: str = "scenario") -> Scenario:
         seed=seed,
         table=table,
         noise_cv=noise,
+        noise_ar1=ar1,
+        noise_spike_p=spike_p,
+        noise_spike_mean=spike_mean,
         dynamic_cudagraph=mode,
         warmup_steps=warm,
         raw=copy.deepcopy(data),

@@ -52,6 +52,9 @@ def test_shipped_cover_every_drafter_class_and_49548():
         (lambda d: d.__setitem__("steps", "many"), r"`steps`='many' must be an integer"),
         (lambda d: d["drafter"].__setitem__("request_dispersion", -1.0), r"`drafter.request_dispersion`=-1.0"),
         (lambda d: d.__setitem__("dynamic_cudagraph", "NONE"), r"`dynamic_cudagraph`='NONE'"),
+        (lambda d: d.__setitem__("noise_ar1", 1.0), r"`noise_ar1`=1.0 must be in \[0, 1\)"),
+        (lambda d: d.__setitem__("noise_spike_p", 1.5), r"`noise_spike_p`=1.5 must be a probability"),
+        (lambda d: d.__setitem__("noise_spike_mean", -0.5), r"`noise_spike_mean`=-0.5 must be >= 0"),
     ],
 )
 def test_errors_name_field_and_value(base_dict, mutate, match):
@@ -81,3 +84,27 @@ def test_open_loop_and_phases_parse(base_dict):
     base_dict["phases"] = [{"at_step": 100, "workload": {"concurrency": 4}}]
     s = parse_scenario(json.loads(json.dumps(base_dict)))
     assert s.workload["arrival_rate"] == 1.5 and s.phases[0].workload["concurrency"] == 4
+
+
+def test_the_clock_has_the_scenario_s_spread_correlation_and_stalls(base_dict):
+    import numpy as np
+
+    from banditk.sim.engine import Simulator
+    from banditk.sim.policies import build_policy
+
+    base_dict.update(noise_cv=0.1, noise_ar1=0.7, noise_spike_p=0.05, noise_spike_mean=2.0)
+    scn = parse_scenario(base_dict)
+    sim = Simulator(scn, build_policy("fixed:1", scn), seed=0)
+    f, z = np.empty(20000), np.empty(20000)
+    for i in range(f.size):
+        f[i] = sim._clock_factor()
+        z[i] = sim._log_clock
+    assert z.std() == pytest.approx(0.1, rel=0.05)  # the log-normal body's spread
+    assert np.corrcoef(z[1:], z[:-1])[0, 1] == pytest.approx(0.7, abs=0.02)
+    stall = f / np.exp(z - 0.005)  # what the body does not explain
+    stalled = stall > 1.0 + 1e-12
+    assert stalled.mean() == pytest.approx(0.05, abs=0.005)
+    assert (stall[stalled] - 1.0).mean() == pytest.approx(2.0, rel=0.1)
+    assert np.allclose(stall[~stalled], 1.0)
+    quiet = Simulator(parse_scenario({**base_dict, "noise_cv": 0.0, "noise_spike_p": 0.0}), sim.policy, seed=0)
+    assert {quiet._clock_factor() for _ in range(10)} == {1.0}
