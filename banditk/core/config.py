@@ -28,7 +28,7 @@ class GovernorConfig:
     bucket_edges: tuple[int, ...] = DEFAULT_BUCKET_EDGES
     """Lower edges of the batch-size buckets; must start at 1."""
 
-    switch_penalty: float = 0.03
+    switch_penalty: float = 0.02
     """Relative advantage a sampled K needs over the current K before the governor
     switches: larger means fewer switches but slower reaction (docs/decisions.md)."""
 
@@ -50,6 +50,15 @@ class GovernorConfig:
     """Posterior probability (with the switching bonus) that the current K is the best
     one, above which a kept decision doubles the epoch. Below it the epoch stays as it
     is: an uncertain governor keeps sampling often enough to learn."""
+
+    switch_confidence: float = 0.9
+    """Share of posterior draws in which a K the bucket knows must beat the current K, with
+    its switching bonus, before the governor switches to it. A single Thompson draw of two
+    near-tied Ks favours each in turn on a noisy clock; this share does not (docs/decisions.md)."""
+
+    explore_steps: int = 32
+    """A K whose cell in the bucket has fewer observations than this is explored when the
+    Thompson draw picks it: played for this many steps, so one visit measures it."""
 
     bucket_dwell: int = 4
     """Steps B must stay in another bucket before the governor moves there: a one-step
@@ -103,6 +112,12 @@ class GovernorConfig:
     clock jump, a GC or swap pause, a first-time shape warming up. Eight such steps in a
     row are credited (the machine did get slower)."""
 
+    stall_clip: float = 1.5
+    """A step slower than this multiple of its cell's posterior mean (and not an outlier) is
+    credited at that multiple. A shared machine's clock stalls (the OS, a garbage collector, a
+    client on the same cores): stalls hit every K alike, and the Normal cells would read a
+    few of them as a difference between Ks (docs/decisions.md)."""
+
     seed: int | None = 0
     """Seed of the Thompson sampler's random generator; None draws one from the OS."""
 
@@ -118,6 +133,8 @@ class GovernorConfig:
                 f"`max_decision_interval` must be >= `decision_interval` ({self.decision_interval}), "
                 f"got {self.max_decision_interval}."
             )
+        _float(self.switch_confidence, "switch_confidence", 0.0, 1.0)
+        _int(self.explore_steps, "explore_steps", 1, 1_000_000)
         _int(self.bucket_dwell, "bucket_dwell", 1, 10_000)
         _float(self.bucket_hysteresis, "bucket_hysteresis", 0.0, 1.0)
         _float(self.settle_confidence, "settle_confidence", 0.0, 1.0)
@@ -131,6 +148,7 @@ class GovernorConfig:
         _int(self.regression_refresh, "regression_refresh", 1, 1_000_000)
         _float(self.max_step_s, "max_step_s", 1e-6, 1e6)
         _float(self.outlier_factor, "outlier_factor", 1.5, 1e9)
+        _float(self.stall_clip, "stall_clip", 1.0, 1e9)
         if self.seed is not None:
             _int(self.seed, "seed", 0, 2**63 - 1)
 
@@ -148,7 +166,7 @@ class GovernorConfig:
         """Build from a JSON-like dict; unknown or ill-typed fields raise :class:`ConfigError`.
 
         >>> GovernorConfig.from_dict({"drafter_class": "mtp", "k_max": 4}).switch_penalty
-        0.03
+        0.02
         >>> GovernorConfig.from_dict({"drafter_class": "mtp", "k_max": 4, "discount": 2})
         Traceback (most recent call last):
         ...

@@ -1,8 +1,9 @@
 """The bandit governor: Thompson sampling over K on a posterior of goodput.
 
 Each step: find the bucket B is in (hysteresis, dwell); inside a decision epoch keep K;
-else draw E(K) and step times from the posterior, score every K and play the best, the
-current K raised by the switching penalty. A step next to a prompt chunk gets its own K
+else draw E(K) and step times from the posterior, score every K, the bucket's current K
+raised by the switching penalty, and leave that K only to explore a K the bucket barely
+knows or when the draws are confident (:mod:`.switching`). A step next to a prompt chunk gets its own K
 (:meth:`BanditGovernor._select_chunk_step`). The posterior is :mod:`.posterior`; the rules
 are this package's other modules.
 """
@@ -20,13 +21,19 @@ from banditk.core.errors import (
     InvalidOutcomeError,
 )
 from banditk.core.types import Decision, StepContext, StepOutcome
-from banditk.governor import epochs, scoring, state, summary
+from banditk.governor import epochs, scoring, state, summary, switching
 from banditk.governor.posterior import GoodputPosterior
+from banditk.governor.thompson import draw_tokens_and_times
 from banditk.io.prior import Prior
 from banditk.posterior.acceptance import expected_tokens
 
 #: Live steps next to a chunk the decode K needs in its cell before such a step may leave it.
 CHUNK_LEARN_STEPS = 3.0
+#: Steps next to a chunk a K's cell there needs before it stops being explored when plausible.
+CHUNK_EXPLORE_STEPS = 8.0
+#: Posterior draws per decision: the first is the Thompson draw, all of them weigh a switch
+#: (:mod:`.switching`) and the settling of the epoch.
+SWITCH_DRAWS = 64
 
 
 class BanditGovernor:
@@ -61,8 +68,12 @@ class BanditGovernor:
         self.prev_k, self.prev_bucket = -1, -1
         self._held, self._epoch = 0, config.decision_interval
         self._candidate_bucket, self._candidate_steps = -1, 0
-        self.steps = self.observations = self.switches = self.mixed_steps = 0
+        self.steps = self.observations = self.switches = self.bucket_switches = self.mixed_steps = 0
         self.k_counts = np.zeros(config.k_max + 1, dtype=np.int64)
+        self.bucket_k = np.full(config.num_buckets, -1, dtype=np.int64)
+        self.bucket_epoch = np.full(config.num_buckets, config.decision_interval, dtype=np.int64)
+        # Next to a prompt chunk: an exploration in progress (steps left, K).
+        self.chunk_hold, self.chunk_explore_k = 0, 0
 
     @property
     def prior(self) -> Prior | None:
@@ -103,21 +114,39 @@ class BanditGovernor:
             self._held += 1
             return self._decide(self.prev_k, bucket, batch)
         self._held = 0
+        # Each bucket keeps its own K and epoch: a visit to a neighbouring bucket neither
+        # carries that bucket's K back nor restarts this one's settling.
+        incumbent = int(self.bucket_k[bucket]) if self.bucket_k[bucket] >= 0 else self.prev_k
+        epoch = self._epoch if same_bucket else int(self.bucket_epoch[bucket])
         kvf = self._kv_factor(context.kv_usage) if kv_pressed else 1.0
-        scores = self._decode_scores(bucket, batch, kvf)
-        k = int(np.argmax(scores))
+        scores = self._decode_scores(bucket, batch, kvf, incumbent, SWITCH_DRAWS)
+        post = self.posterior
+        # Observations in steps of this clock's current worth, so explore_steps counts steps.
+        steps_held = (post.data.cell_n[bucket] + post.prior_stats.cell_n[bucket]) / post.step_weight()
+        k, explore = switching.choose(scores, incumbent, steps_held, cfg.explore_steps, cfg.switch_confidence)
         if self.prev_k >= 0 and k != self.prev_k:
             self.switches += 1
-        kept = k == self.prev_k and same_bucket and not kv_pressed
-        self._epoch = epochs.next_length(
-            self._epoch,
-            kept,
-            lambda: self._prob_current_best(bucket, batch) >= cfg.settle_confidence,
-            cfg.decision_interval,
-            cfg.max_decision_interval,
-        )
+        if incumbent >= 0 and k != incumbent:
+            self.bucket_switches += 1
+        if explore:
+            epoch = max(int(np.ceil(explore)), cfg.decision_interval)
+        else:
+            kept = k == incumbent and not kv_pressed
+            best_share = float(np.mean(np.argmax(scores, axis=-1) == k))
+            epoch = epochs.next_length(
+                min(epoch, cfg.max_decision_interval),
+                kept,
+                lambda: best_share >= cfg.settle_confidence,
+                cfg.decision_interval,
+                cfg.max_decision_interval,
+            )
+        # An exploration visits k: the bucket's incumbent stays what it was, so the decision
+        # after it compares every K with that incumbent again.
+        self._epoch = self.bucket_epoch[bucket] = epoch
+        if not explore:
+            self.bucket_k[bucket] = k
         self.prev_k, self.prev_bucket = k, bucket
-        return self._decide(k, bucket, batch, scores)
+        return self._decide(k, bucket, batch, scores[0])
 
     def observe(self, decision: Decision, outcome: StepOutcome) -> None:
         """Learn from the verification of ``decision``'s drafts."""
@@ -162,34 +191,44 @@ class BanditGovernor:
         cfg = self.config
         return scoring.kv_factor(kv_usage, cfg.kv_pressure_threshold, cfg.kv_pressure_weight, cfg.k_max)
 
-    def _decode_scores(self, bucket: int, batch: int, kvf, draws: int | None = None) -> np.ndarray:
-        """Thompson scores of every K for a decode-only step (one draw, or ``draws`` rows)."""
+    def _decode_scores(self, bucket: int, batch: int, kvf, incumbent: int, draws: int | None = None) -> np.ndarray:
+        """Thompson scores of every K for a decode-only step (one draw, or ``draws`` rows),
+        ``incumbent`` carrying the switching bonus."""
         tokens, t = self.posterior.draw(self._rng, bucket, batch, draws)
-        return scoring.decode_scores(tokens * batch * kvf, t, self.prev_k, self.config.switch_penalty)
-
-    def _prob_current_best(self, bucket: int, batch: int, draws: int = 32) -> float:
-        """Share of posterior draws in which the current K (with its switching bonus) wins."""
-        return float(np.mean(np.argmax(self._decode_scores(bucket, batch, 1.0, draws), axis=-1) == self.prev_k))
+        return scoring.decode_scores(tokens * batch * kvf, t, incumbent, self.config.switch_penalty)
 
     def _select_chunk_step(self, context: StepContext, bucket: int, kv_pressed: bool) -> Decision:
-        """K of a step next to a prompt chunk, at the posterior means, without a draw of its own.
+        """K of a step next to a prompt chunk, at the posterior means of its own cells.
 
         It keeps the decode K until that K has ``CHUNK_LEARN_STEPS`` live such steps, so the
-        cost next to a chunk of every K the decode epochs try is learnt without a switch. The
-        decode K, its epoch and the switch count are left alone.
+        cost next to a chunk of every K the decode epochs try is learnt without a switch. A K
+        whose cell next to chunks is thinner than ``CHUNK_EXPLORE_STEPS`` and which posterior
+        draws say may be better is played at the next such steps until it is not thin: the
+        decode epochs no longer visit every K often enough to fill those cells. The decode K,
+        its epoch and the switch count are left alone.
         """
-        batch, prev = context.num_decoding, self.prev_k
+        cfg, batch, prev = self.config, context.num_decoding, self.prev_k
         self.mixed_steps += 1
         post = self.posterior
         if post.data.mix_n[bucket, prev] < CHUNK_LEARN_STEPS:
             return self._decide(prev, bucket, batch)
-        t_chunk = post.mixed_step_posterior(bucket, context.prefill_tokens, batch)[0]
-        tokens = expected_tokens(post.acc_a / (post.acc_a + post.acc_b)) * batch
-        if kv_pressed:
-            tokens = tokens * self._kv_factor(context.kv_usage)
+        if self.chunk_hold > 0:  # an exploration next to chunks goes on
+            self.chunk_hold -= 1
+            return self._decide(self.chunk_explore_k, bucket, batch)
+        m, n0, a, b = post.mixed_step_posterior(bucket, context.prefill_tokens, batch)
+        kvf = self._kv_factor(context.kv_usage) if kv_pressed else 1.0
+        tokens = expected_tokens(post.acc_a / (post.acc_a + post.acc_b)) * batch * kvf
         rate = float(np.max(tokens / (post.post_m[bucket] * post.batch_ratio(batch, bucket))))
-        scores = scoring.chunk_step_scores(tokens, rate, t_chunk, prev, self.config.switch_penalty)
+        scores = scoring.chunk_step_scores(tokens, rate, m, prev, cfg.switch_penalty)
         k = int(np.argmax(scores))
+        cell_n = post.data.mix_n[bucket] + post.prior_stats.mix_n[bucket]
+        if np.any(cell_n < CHUNK_EXPLORE_STEPS):
+            e_tokens, t = draw_tokens_and_times(self._rng, post.acc_a, post.acc_b, m, n0, a, b, SWITCH_DRAWS)
+            drawn = scoring.chunk_step_scores(e_tokens * batch * kvf, rate, t, k, cfg.switch_penalty)
+            thin = switching.thin_to_explore(drawn, k, cell_n, CHUNK_EXPLORE_STEPS, cfg.switch_confidence)
+            if thin >= 0:
+                k, self.chunk_explore_k = thin, thin
+                self.chunk_hold = int(np.ceil(CHUNK_EXPLORE_STEPS - cell_n[thin])) - 1
         return self._decide(k, bucket, batch, scores)
 
     # ---- the posterior, read -------------------------------------------------------
@@ -242,6 +281,7 @@ class BanditGovernor:
             "steps": self.steps,
             "observations": self.observations,
             "switches": self.switches,
+            "bucket_switches": self.bucket_switches,
             "outliers": self.outliers,
             "mixed_steps": self.mixed_steps,
             "k_counts": self.k_counts.tolist(),

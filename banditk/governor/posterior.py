@@ -7,11 +7,13 @@ that reads it is :class:`banditk.governor.bandit.BanditGovernor`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from banditk.core.buckets import representative_batch
 from banditk.core.config import GovernorConfig
-from banditk.governor import chunk_cells, latency_fit, outliers
+from banditk.governor import chunk_cells, clock_weight, latency_fit, outliers
 from banditk.governor.prior_weighing import PriorWeigher, fit_prior
 from banditk.governor.thompson import draw_tokens_and_times
 from banditk.io.prior import Prior
@@ -55,6 +57,9 @@ class GoodputPosterior:
         # (B, K, t, weight) observed since the regression was last brought up to date.
         self.pending: list[tuple[float, int, float, float]] = []
         self.outliers = self.outlier_run = 0
+        # The clock's lag-1 correlation (:mod:`.clock_weight`): sums, pairs, the last
+        # decode-only step's cell and residual.
+        self.clock = {"sxy": 0.0, "sxx": 0.0, "pairs": 0.0, "cell": None, "resid": None}
         self.refresh()
 
     # ---- reading ------------------------------------------------------------------
@@ -135,10 +140,14 @@ class GoodputPosterior:
         if t >= MIN_OBSERVED_STEP_S and not (prefill and self.prefill_price <= 0.0):
             n = float(data.cell_n[bucket, k] + self.prior_stats.cell_n[bucket, k])
             expected = self.post_m[bucket, k] * self.batch_ratio(batch, bucket, k) + self.prefill_price * prefill
-            slow, self.outlier_run = outliers.judge(t, expected, n, cfg.outlier_factor, self.outlier_run)
-            if slow:
+            # Stalls are capped on decode-only steps, whose cell's mean is what they are judged
+            # by; next to a chunk the expectation leans on the chunk's price, too loose for a cap.
+            clip = cfg.outlier_factor if prefill else min(cfg.stall_clip, cfg.outlier_factor)
+            credit, self.outlier_run = outliers.judge(t, expected, n, cfg.outlier_factor, clip, self.outlier_run)
+            if credit is None:
                 self.outliers += 1
                 return  # credited to nothing: neither a cell nor the prefill price
+            t = credit
         if t < MIN_OBSERVED_STEP_S:  # a broken clock, not a step
             return
         if prefill and not self.scale_pending:
@@ -155,17 +164,36 @@ class GoodputPosterior:
         # Cells are discounted windows at the bucket's representative B: the latency model
         # carries a step of another B in the bucket over, so B's spread is not read as noise.
         t_cell = t / self.batch_ratio(batch, bucket, k)
+        w = 1.0 if prefill else self._clock_weight(bucket, k, t_cell)
         g = cfg.discount
-        data.cell_n[bucket, k] = data.cell_n[bucket, k] * g + 1.0
-        data.cell_sum[bucket, k] = data.cell_sum[bucket, k] * g + t_cell
-        data.cell_sumsq[bucket, k] = data.cell_sumsq[bucket, k] * g + t_cell * t_cell
+        data.cell_n[bucket, k] = data.cell_n[bucket, k] * g + w
+        data.cell_sum[bucket, k] = data.cell_sum[bucket, k] * g + w * t_cell
+        data.cell_sumsq[bucket, k] = data.cell_sumsq[bucket, k] * g + w * t_cell * t_cell
         if not prefill:
-            for arr, v in zip(self.decode_only, (1.0, t_cell, t_cell * t_cell)):
+            for arr, v in zip(self.decode_only, (w, w * t_cell, w * t_cell * t_cell)):
                 arr[bucket, k] = arr[bucket, k] * g + v
         self._update_cell(bucket, k)
         self.pending.append((float(batch), k, t, 1.0))
         if self.scale_pending:
             self.refresh()
+
+    def step_weight(self) -> float:
+        """Observations a decode-only step is worth on this clock now."""
+        c = self.clock
+        return clock_weight.weight(c["sxy"], c["sxx"], c["pairs"])
+
+    def _clock_weight(self, bucket: int, k: int, t_cell: float) -> float:
+        """Observations this decode-only step is worth, after folding its residual into the
+        clock's correlation (pairs are consecutive steps of one cell)."""
+        c, m = self.clock, float(self.post_m[bucket, k])
+        resid = math.log(t_cell / m) if t_cell > 0.0 and m > 0.0 else None
+        prev = c["resid"] if c["cell"] == (bucket, k) else None
+        if resid is not None and prev is not None:
+            gm = self.config.model_discount
+            c["sxy"], c["sxx"] = clock_weight.update(c["sxy"], c["sxx"], prev, resid, gm)
+            c["pairs"] = c["pairs"] * gm + 1.0
+        c["cell"], c["resid"] = (bucket, k), resid
+        return clock_weight.weight(c["sxy"], c["sxx"], c["pairs"])
 
     def fold_pending(self) -> None:
         """Bring the regression statistics up to date (exact: folding early changes nothing)."""

@@ -31,7 +31,7 @@ def chunk_step_scores(tokens: np.ndarray, rate: float, t: np.ndarray, prev_k: in
     [7.0, 4.0]
     """
     scores = tokens - rate * t
-    scores[prev_k] += switch_penalty * tokens[prev_k]
+    scores[..., prev_k] += switch_penalty * tokens[..., prev_k]
     return scores
 
 

@@ -121,6 +121,43 @@ def _decode_only(value: object, cfg: GovernorConfig, name: str) -> tuple[np.ndar
     )
 
 
+def _clock(value: object, cfg: GovernorConfig, name: str) -> dict:
+    """The clock's correlation state (:mod:`banditk.governor.clock_weight`)."""
+    ok = isinstance(value, dict) and set(value) == {"sxy", "sxx", "pairs", "cell", "resid"}
+    if ok:
+        nums = [value["sxy"], value["sxx"], value["pairs"]] + ([] if value["resid"] is None else [value["resid"]])
+        ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in nums)
+        ok = ok and value["sxx"] >= 0 and value["pairs"] >= 0 and abs(value["sxy"]) < 1e300
+        cell = value["cell"]
+        ok = ok and (
+            cell is None
+            or (
+                isinstance(cell, list)
+                and len(cell) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in cell)
+                and 0 <= cell[0] < cfg.num_buckets
+                and 0 <= cell[1] <= cfg.k_max
+            )
+        )
+    if not ok:
+        raise PriorFormatError(
+            f"`{name}` must be an object with finite sxy, sxx >= 0, pairs >= 0, cell null or "
+            f"[bucket, K] and resid null or a number, got {_short(value)}."
+        )
+    cell = value["cell"]
+    return {
+        "sxy": float(value["sxy"]),
+        "sxx": float(value["sxx"]),
+        "pairs": float(value["pairs"]),
+        "cell": None if cell is None else (cell[0], cell[1]),
+        "resid": None if value["resid"] is None else float(value["resid"]),
+    }
+
+
+def _fresh_clock(cfg: GovernorConfig) -> dict:
+    return {"sxy": 0.0, "sxx": 0.0, "pairs": 0.0, "cell": None, "resid": None}
+
+
 _cells = lambda c: (c.num_buckets, c.k_max + 1)  # noqa: E731
 _buckets = lambda c: (c.num_buckets,)  # noqa: E731
 
@@ -139,12 +176,24 @@ SCHEMA: dict[str, tuple[Callable, Callable[[GovernorConfig], object] | None]] = 
     "prev_bucket": (_integer(-1, lambda c: c.num_buckets - 1), None),
     "held": (_integer(0, 1_000_000), None),
     "epoch": (_integer(1, 1_000_000), lambda c: c.decision_interval),
+    "bucket_k": (
+        _numbers(_buckets, -1.0, 64.0, integral=True),
+        lambda c: np.full(c.num_buckets, -1, dtype=np.int64),
+    ),
+    "bucket_epoch": (
+        _numbers(_buckets, 1.0, 1e6, integral=True),
+        lambda c: np.full(c.num_buckets, c.decision_interval, dtype=np.int64),
+    ),
+    "chunk_hold": (_integer(0, 1_000_000), lambda c: 0),
+    "chunk_explore_k": (_integer(0, lambda c: c.k_max), lambda c: 0),
     "candidate_bucket": (_integer(-1, lambda c: c.num_buckets - 1), None),
     "candidate_steps": (_integer(0, 10_000), None),
     "outlier_run": (_integer(0, _BIG), lambda c: 0),
+    "clock": (_clock, _fresh_clock),
     "steps": (_integer(0, _BIG), None),
     "observations": (_integer(0, _BIG), None),
     "switches": (_integer(0, _BIG), None),
+    "bucket_switches": (_integer(0, _BIG), lambda c: 0),
     "outliers": (_integer(0, _BIG), lambda c: 0),
     "mixed_steps": (_integer(0, _BIG), lambda c: 0),
     "k_counts": (_numbers(lambda c: (c.k_max + 1,), 0.0, float(_BIG), integral=True), None),
@@ -198,9 +247,14 @@ def dump(gov) -> dict:
         "prev_bucket": gov.prev_bucket,
         "held": gov._held,
         "epoch": gov._epoch,
+        "bucket_k": gov.bucket_k.tolist(),
+        "bucket_epoch": gov.bucket_epoch.tolist(),
+        "chunk_hold": gov.chunk_hold,
+        "chunk_explore_k": gov.chunk_explore_k,
         "candidate_bucket": gov._candidate_bucket,
         "candidate_steps": gov._candidate_steps,
         "outlier_run": post.outlier_run,
+        "clock": {**post.clock, "cell": None if post.clock["cell"] is None else list(post.clock["cell"])},
         **gov.counters(),
     }
 
@@ -210,11 +264,16 @@ def restore(gov, raw: object) -> None:
     s, post = read_state(raw, gov.config), gov.posterior
     post.data, post.decode_only, post.pending = s["data"], s["decode_only_cells"], []
     post.set_model(s["weights"], s["cell_prior_mean"], s["prefill_price"], s["scale_pending"])
-    post.outliers, post.outlier_run = s["outliers"], s["outlier_run"]
+    post.outliers, post.outlier_run, post.clock = s["outliers"], s["outlier_run"], s["clock"]
     post.set_prior_tau2(s["prior_tau2"], s["prior_tau2_mixed"])
     post.update_cache()
     gov._rng.bit_generator.state = s["rng"]
     gov.prev_k, gov.prev_bucket, gov._held, gov._epoch = s["prev_k"], s["prev_bucket"], s["held"], s["epoch"]
     gov._candidate_bucket, gov._candidate_steps = s["candidate_bucket"], s["candidate_steps"]
     gov.steps, gov.observations, gov.switches = s["steps"], s["observations"], s["switches"]
+    gov.bucket_switches = s["bucket_switches"]
+    if np.any(s["bucket_k"] > gov.config.k_max):
+        raise PriorFormatError(f"`bucket_k` must hold K in [-1, {gov.config.k_max}], got {s['bucket_k'].tolist()}.")
+    gov.bucket_k, gov.bucket_epoch = s["bucket_k"], s["bucket_epoch"]
+    gov.chunk_hold, gov.chunk_explore_k = s["chunk_hold"], s["chunk_explore_k"]
     gov.mixed_steps, gov.k_counts = s["mixed_steps"], s["k_counts"]

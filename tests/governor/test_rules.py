@@ -77,14 +77,19 @@ def test_epochs_hold_then_double_only_when_settled():
     assert asked == []  # at the ceiling, no check either
 
 
-def test_outliers_are_skipped_until_they_become_the_rule():
-    run, flags = 0, []
+def test_outliers_are_skipped_and_stalls_capped_until_they_become_the_rule():
+    run, credits = 0, []
     for _ in range(outliers.OUTLIER_RUN + 2):
-        slow, run = outliers.judge(1.0, 0.01, 10.0, 10.0, run)
-        flags.append(slow)
-    assert flags == [True] * outliers.OUTLIER_RUN + [False, False]
-    assert outliers.judge(0.05, 0.01, 10.0, 10.0, run) == (False, 0)  # a normal step ends the run
-    assert outliers.judge(1.0, 0.01, 2.0, 10.0, 4) == (False, 4)  # a cell too thin to judge
+        credit, run = outliers.judge(1.0, 0.01, 10.0, 10.0, 1.5, run)
+        credits.append(credit)
+    assert credits == [None] * outliers.OUTLIER_RUN + [1.0, 1.0]
+    assert outliers.judge(0.012, 0.01, 10.0, 10.0, 1.5, run) == (0.012, 0)  # a normal step ends the run
+    assert outliers.judge(1.0, 0.01, 2.0, 10.0, 1.5, 4) == (1.0, 4)  # a cell too thin to judge
+    # A stall below the outlier factor is credited at the cap, and counts toward the run.
+    credit, run = outliers.judge(0.05, 0.01, 10.0, 10.0, 1.5, 0)
+    assert credit == pytest.approx(0.015) and run == 1
+    run = outliers.OUTLIER_RUN
+    assert outliers.judge(0.05, 0.01, 10.0, 10.0, 1.5, run) == (0.05, run + 1)  # a lasting slowdown
 
 
 def test_latency_twins_equal_the_array_form():
