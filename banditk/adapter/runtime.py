@@ -90,6 +90,7 @@ class GovernorRuntime:
             else None
         )
         self.last_k = self.fallback_k
+        self._fallback_kind: str | None = None
         self.select_calls = 0
         self._t_schedule = clock()
         self._step_of: dict[int, int] = {}
@@ -142,18 +143,20 @@ class GovernorRuntime:
                 return  # the model does not run: nothing to decide or credit
             decoding = vllm_compat.decoding_request_ids(scheduler, scheduler_output)
             decision = None
+            self._fallback_kind = None
             if not self.dynamic_k:
                 k = int(scheduler_output.num_spec_tokens_to_schedule)
-            elif decoding:
+            else:
+                # A prefill-only step asks the policy too (B = 0): requests finishing their
+                # prompt get drafts, and a table gives the K vLLM's table would.
                 k, decision = self._select(scheduler, scheduler_output, len(decoding))
                 self.last_k = k
                 vllm_compat.set_num_spec_tokens(scheduler_output, k)
-            else:
-                # Prefill-only step: requests finishing their prompt still get drafts;
-                # keep the last K without asking the governor (nothing decodes).
-                k = self.last_k
-                vllm_compat.set_num_spec_tokens(scheduler_output, k)
             step = self.ledger.open_step(k=k, decision=decision, decoding=tuple(decoding), t_schedule=self._t_schedule)
+            if self._fallback_kind is not None:
+                self.ledger.entry(step).extra["fallback"] = self._fallback_kind
+                fb = self.telemetry.fallbacks
+                fb[self._fallback_kind] = fb.get(self._fallback_kind, 0) + 1
             self._step_of[id(scheduler_output)] = step
             # Prompt tokens computed in this step (chunked prefill): their time is not K's.
             scheduled = scheduler_output.num_scheduled_tokens
@@ -172,6 +175,7 @@ class GovernorRuntime:
         self.telemetry.kv_usage, self.telemetry.queue_len = kv, queue
         if self.breaker.skip():
             self._observe_s = 0.0
+            self._fallback_kind = "breaker_open"
             return self.fallback_k, None
         self.select_calls += 1
         t0 = time.perf_counter()
@@ -190,14 +194,17 @@ class GovernorRuntime:
             decision = self.policy.select(ctx)
         except Exception as e:
             self._error("select", e)
+            self._fallback_kind = "select"
             return self.fallback_k, None
         # One budget per step for the governor's work: this select and the last observe.
         spent, self._observe_s = time.perf_counter() - t0 + self._observe_s, 0.0
         if self._slow(spent):
+            self._fallback_kind = "slow"
             return self.fallback_k, None
         k = getattr(decision, "k", None)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= self.k_max:
             self._error("invalid_k", ValueError(f"policy returned K={k!r}, outside 0..{self.k_max}"))
+            self._fallback_kind = "invalid_k"
             return self.fallback_k, None
         self.telemetry.observe_decision(int(k), kv, queue)
         return int(k), decision
@@ -239,8 +246,11 @@ class GovernorRuntime:
             prev, duration = res
             target_s = None if timing is None else timing[0]
             self.telemetry.observe_step(duration, target_s, prev.draft_s)
-            if prev.decision is not None:
+            if prev.decision is not None and prev.decoding:  # nothing decoded: nothing to learn
                 self._credit(prev, duration, target_s, verified, scheduler_output, self._prefill_of.pop(step, 0))
+            elif "fallback" in prev.extra and self.log is not None:
+                # Not credited, but the K it ran belongs in the K sequence the switch counts read.
+                self.log.write(trace.fallback_record(prev.k, len(prev.decoding), prev.extra["fallback"], t=time.time()))
         if step % _EVICT_EVERY == 0:
             self.telemetry.evict(scheduler.requests)
             self._step_of = {k: v for k, v in self._step_of.items() if v > step - 64}

@@ -132,6 +132,7 @@ class Telemetry:
         self._accepted_pp = [0] * k_max
         self._reached_pp = [0] * k_max
         self.num_drafts = 0  # request-steps that verified >= 1 draft
+        self.fallbacks: dict[str, int] = {}  # steps that ran the fallback K, by why
         self.num_draft_tokens = 0
         self.num_accepted_tokens = 0
         self.steps = 0

@@ -78,20 +78,21 @@ def decode_steps(rt, sched, n):
 
 
 def test_one_call_per_decoding_step_and_credit_one_step_later():
-    pol = RecordingPolicy([2, 1, 0])
+    pol = RecordingPolicy([3, 2, 1, 0])
     rt = make_runtime(pol)
     sch = FakeScheduler()
-    sch.add("p", prompt=10, computed=0)  # prefill only
+    sch.add("p", prompt=10, computed=0)  # prefill only: the policy is asked with B = 0
     out0 = FakeOutput({"p": 10})
     step(rt, sch, out0)
-    assert pol.contexts == [] and out0.num_spec_tokens_to_schedule == 3  # fallback/last K, no call
+    assert len(pol.contexts) == 1 and pol.contexts[0].num_decoding == 0 and pol.contexts[0].num_scheduled == 1
+    assert out0.num_spec_tokens_to_schedule == 3
     sch.add("p", prompt=10, computed=10)
     sch.add("q", prompt=4, computed=0)
     out1 = FakeOutput({"p": 1, "q": 4}, {"p": []})
     step(rt, sch, out1)
-    assert len(pol.contexts) == 1 and pol.contexts[0].num_decoding == 1 and pol.contexts[0].num_scheduled == 2
-    assert pol.contexts[0].kv_usage == 0.25 and out1.num_spec_tokens_to_schedule == 2
-    assert pol.observed == []  # step 1 verifies step 0's drafts, and step 0 had no decision
+    assert len(pol.contexts) == 2 and pol.contexts[1].num_decoding == 1 and pol.contexts[1].num_scheduled == 2
+    assert pol.contexts[1].kv_usage == 0.25 and out1.num_spec_tokens_to_schedule == 2
+    assert pol.observed == []  # step 1 verifies step 0's drafts, and nothing decoded at step 0
     sch.add("q", prompt=4, computed=4)
     out2 = FakeOutput({"p": 3, "q": 1}, {"p": [7, 8]})
     step(rt, sch, out2, verified=[("p", 2, 1)])
