@@ -12,6 +12,7 @@ Modules, one idea each:
 - :mod:`.telemetry`: bounded acceptance/timing telemetry and the rotated JSONL log.
 - :mod:`.worker_timing`: draft/target forward timers in the worker process.
 - :mod:`.snapshots`: periodic and shutdown snapshots, atomic.
+- :mod:`.metrics`: ``banditk:*`` on vLLM's ``/metrics`` (carried in the scheduler stats, a stat-logger plugin).
 - :mod:`.vllm_compat`: every vLLM-version-dependent assumption, checked at start-up.
 
 Nothing here is imported by the core; importing this package does not import vLLM.

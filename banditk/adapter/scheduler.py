@@ -7,7 +7,8 @@ so that ``AsyncScheduler`` sizes its placeholders with it. Everything else,
 sampling, rejection and the drafters included, is vLLM's own; K = 0 still runs
 the drafter's cache-sync forward (vLLM's proposers do it themselves).
 
-The hooks only forward to :class:`~banditk.adapter.runtime.GovernorRuntime`.
+The hooks only forward to :class:`~banditk.adapter.runtime.GovernorRuntime`, and
+hand its counters to vLLM's scheduler stats for ``/metrics`` (:mod:`.metrics`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
+from banditk.adapter.metrics import Publisher
 from banditk.adapter.runtime import GovernorRuntime
 
 
@@ -26,6 +28,7 @@ class _GovernedMixin:
     def __init__(self, vllm_config, *args, **kwargs) -> None:
         # Build (and validate) the governor before vLLM allocates anything.
         self.banditk = GovernorRuntime.from_vllm_config(vllm_config)
+        self.banditk_metrics = Publisher.for_this_vllm()
         super().__init__(vllm_config, *args, **kwargs)
 
     def schedule(self, *args, **kwargs):
@@ -48,6 +51,8 @@ class _GovernedMixin:
         self.banditk.on_output_start()
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         self.banditk.on_output(self, scheduler_output, model_runner_output)
+        # After on_output, so the payload includes this step's credit (banditk:* on /metrics).
+        self.banditk_metrics.publish(self.banditk, self, outputs)
         return outputs
 
     def shutdown(self) -> None:

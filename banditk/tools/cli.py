@@ -172,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="banditk",
         description="banditk: a load-aware Bayesian speculative-depth governor for vLLM. "
-        "Work with priors and snapshots, fit priors from traces, run the demo, run the simulator.",
+        "Work with priors and snapshots, fit priors from traces, run the demo, run the simulator, "
+        "build a tiny model pair to serve.",
     )
     parser.add_argument("--version", action="version", version=f"banditk {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -187,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_sim_parser(sub)
     add_sweep_parser(sub)
+    from banditk.tools.serve_example import add_serve_example_parser
+
+    add_serve_example_parser(sub)
     return parser
 
 
