@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.banditk-core
 FULL   := $(VENV)/.banditk-full
 
-.PHONY: demo test lint sweep demo-vllm bench bench-vllm fuzz soak live-sweep clean
+.PHONY: demo test lint sweep demo-vllm bench bench-vllm fuzz soak live-sweep results vllm-compat clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,15 @@ bench-vllm: $(FULL)
 
 live-sweep: $(FULL)
 	$(BIN)/python experiments/live_sweep.py $(SWEEP_ARGS)
+
+# Every report under results/ and the README's results block, remade by the code in this tree (hours).
+# RESULTS_ARGS=--quick: a smoke run into .cache/results-quick/; --list, --only NAME, --skip-live: see --help.
+results: $(FULL)
+	$(BIN)/python experiments/regenerate.py $(RESULTS_ARGS)
+
+# vLLM's own scheduler tests against the governed scheduler (also part of `make test`).
+vllm-compat: $(FULL)
+	$(BIN)/python tests/vllm_compat/run_compat.py --jobs 2
 
 # Open-ended search: hypothesis with fresh examples, then atheris; crashes land in fuzz/crashes/,
 # which tests/test_fuzz_regressions.py replays in every `make test`.
