@@ -73,7 +73,7 @@ def payload(runtime: Any) -> dict:
     counters = getattr(policy, "counters", None)
     if callable(counters):
         c = counters()
-        for key in ("observations", "switches", "oscillations", "bucket_switches", "outliers"):
+        for key in ("observations", "switches", "oscillations", "outliers"):
             v = c.get(key)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 out[key] = int(v)
@@ -200,8 +200,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "banditk:steps": ("counter", "Executed steps the runtime timed."),
     "banditk:observations": ("counter", "Steps credited to the posterior (lines of the telemetry log)."),
     "banditk:k_changes": ("counter", "Changes of the decode K."),
-    "banditk:oscillations": ("counter", "Oscillations of K, as the governor counts them."),
-    "banditk:bucket_changes": ("counter", "Changes of the batch-size bucket the governor consults."),
+    "banditk:oscillations": ("counter", "Changes of the decode K within one batch-size bucket (the bandit's count)."),
     "banditk:outlier_steps": ("counter", "Step times the posterior set aside as outliers."),
     "banditk:faults": ("counter", "Governor faults by kind; each used the fallback K."),
     "banditk:fallback_steps": ("counter", "Steps run at the fallback K, by reason."),
@@ -221,7 +220,6 @@ _COUNTER_KEYS = {
     "observations": "banditk:observations",
     "switches": "banditk:k_changes",
     "oscillations": "banditk:oscillations",
-    "bucket_switches": "banditk:bucket_changes",
     "outliers": "banditk:outlier_steps",
     "bypassed": "banditk:bypassed_steps",
     "breaker_trips": "banditk:breaker_trips",

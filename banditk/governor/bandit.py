@@ -68,7 +68,7 @@ class BanditGovernor:
         self.prev_k, self.prev_bucket = -1, -1
         self._held, self._epoch = 0, config.decision_interval
         self._candidate_bucket, self._candidate_steps = -1, 0
-        self.steps = self.observations = self.switches = self.bucket_switches = self.mixed_steps = 0
+        self.steps = self.observations = self.switches = self.oscillations = self.mixed_steps = 0
         self.k_counts = np.zeros(config.k_max + 1, dtype=np.int64)
         self.bucket_k = np.full(config.num_buckets, -1, dtype=np.int64)
         self.bucket_epoch = np.full(config.num_buckets, config.decision_interval, dtype=np.int64)
@@ -127,7 +127,7 @@ class BanditGovernor:
         if self.prev_k >= 0 and k != self.prev_k:
             self.switches += 1
         if incumbent >= 0 and k != incumbent:
-            self.bucket_switches += 1
+            self.oscillations += 1
         if explore:
             epoch = max(int(np.ceil(explore)), cfg.decision_interval)
         else:
@@ -281,7 +281,7 @@ class BanditGovernor:
             "steps": self.steps,
             "observations": self.observations,
             "switches": self.switches,
-            "bucket_switches": self.bucket_switches,
+            "oscillations": self.oscillations,
             "outliers": self.outliers,
             "mixed_steps": self.mixed_steps,
             "k_counts": self.k_counts.tolist(),

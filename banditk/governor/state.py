@@ -193,7 +193,7 @@ SCHEMA: dict[str, tuple[Callable, Callable[[GovernorConfig], object] | None]] = 
     "steps": (_integer(0, _BIG), None),
     "observations": (_integer(0, _BIG), None),
     "switches": (_integer(0, _BIG), None),
-    "bucket_switches": (_integer(0, _BIG), lambda c: 0),
+    "oscillations": (_integer(0, _BIG), lambda c: 0),
     "outliers": (_integer(0, _BIG), lambda c: 0),
     "mixed_steps": (_integer(0, _BIG), lambda c: 0),
     "k_counts": (_numbers(lambda c: (c.k_max + 1,), 0.0, float(_BIG), integral=True), None),
@@ -271,7 +271,7 @@ def restore(gov, raw: object) -> None:
     gov.prev_k, gov.prev_bucket, gov._held, gov._epoch = s["prev_k"], s["prev_bucket"], s["held"], s["epoch"]
     gov._candidate_bucket, gov._candidate_steps = s["candidate_bucket"], s["candidate_steps"]
     gov.steps, gov.observations, gov.switches = s["steps"], s["observations"], s["switches"]
-    gov.bucket_switches = s["bucket_switches"]
+    gov.oscillations = s["oscillations"]
     if np.any(s["bucket_k"] > gov.config.k_max):
         raise PriorFormatError(f"`bucket_k` must hold K in [-1, {gov.config.k_max}], got {s['bucket_k'].tolist()}.")
     gov.bucket_k, gov.bucket_epoch = s["bucket_k"], s["bucket_epoch"]
