@@ -1,25 +1,27 @@
 """Live sweep: banditk against vLLM's own policies in a real `vllm serve`, load from vLLM's own client.
 
 For each policy (nospec, fixed:K for every K, vLLM's table with a threshold inside the
-swept range, bandit, bandit started from a prior imported from the bandit run's
-snapshot) it starts the vLLM OpenAI server on 127.0.0.1 with a locally built cyclic
-target and a partial-agreement draft, and for each concurrency point runs one warm-up
-request batch and then vLLM's benchmark client (random dataset, fixed seed, greedy,
-at least --min-requests requests or --min-seconds seconds, whichever is longer). It
-stops the server by its process id and moves on. Every finished point is saved, so an
+swept range, banditk pinned to K_max, bandit, and bandit started from the shipped CPU
+prior) it starts the vLLM OpenAI server on 127.0.0.1 with a locally built cyclic target
+and a partial-agreement draft. All servers are up at once, and each concurrency point is
+measured for every policy in turn (one warm-up request batch, then vLLM's benchmark
+client: random dataset, fixed seed, greedy, at least --min-requests requests or
+--min-seconds seconds, whichever is longer), so a drift of the machine's speed over the
+sweep shifts the policies of a point alike. Every finished point is saved, so an
 interrupted sweep resumes where it stopped (--fresh starts over).
 
 Writes <out>/report.json (every policy x point x metric, docs/evaluation.md's real-vLLM
 checks with pass/fail, machine and versions), <out>/throughput.png, <out>/tpot_p99.png,
 and per-point raw results and server logs under <out>/runs/.
 
-    python experiments/live_sweep.py                 # the default sweep (~40 min on 2 cores)
+    python experiments/live_sweep.py                 # the default sweep (~50 min on 2 cores, ~10 GB)
     python experiments/live_sweep.py --quick         # tiny models, short points (a smoke test)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -47,7 +49,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--concurrency", default="1,2,4,8,16", help="concurrency points (default %(default)s)")
     p.add_argument("--k-max", type=int, default=3, help="largest K (default %(default)s)")
     p.add_argument(
-        "--policies", default=None, help="comma-separated; default: nospec, fixed:1..K_max, table, bandit, bandit+prior"
+        "--policies",
+        default=None,
+        help="comma-separated; default: nospec, fixed:1..K_max, table, pinned:K_max (banditk's plugin pinned to "
+        "K_max: what vLLM's dynamic-K mode costs), bandit, bandit+prior",
     )
     p.add_argument("--table", default=None, help="vLLM table for the table policy (default [[1,4,K_max],[5,256,0]])")
     p.add_argument("--target-layers", type=int, default=4)
@@ -80,6 +85,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--fresh", action="store_true", help="discard finished points and start over")
     p.add_argument(
+        "--order",
+        choices=("interleaved", "policy"),
+        default="interleaved",
+        help="interleaved (default): every policy's server up at once, each concurrency point measured for "
+        "every policy in turn, so a drift of the machine's speed hits the policies of a point alike; "
+        "policy: one server at a time, all its points (less memory)",
+    )
+    p.add_argument(
+        "--prior",
+        type=Path,
+        default=None,
+        help="prior file of bandit+prior (default: the shipped CPU prior for the default models, else the "
+        "bandit run's snapshot imported, which needs --order policy)",
+    )
+    p.add_argument(
         "--governor-config",
         type=_json_object,
         default={},
@@ -102,6 +122,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                 "nospec",
                 *[f"fixed:{k}" for k in range(1, args.k_max + 1)],
                 f"table:{args.table}",
+                f"pinned:{args.k_max}",
                 "bandit",
                 "bandit+prior",
             ]
@@ -199,18 +220,34 @@ def run_point(server: VllmServer, policy: str, c: int, args, run_dir: Path) -> d
     sw = log_switches(log, times["t0"], times["t1"]) if log.exists() else None
     if sw is not None:
         point.update(sw)
-    elif policy.startswith(("nospec", "fixed:")):
+    elif policy.startswith(("nospec", "fixed:", "pinned:")):
         point["k_switches_per_1000"] = point["oscillations_per_1000"] = 0.0
     return point
 
 
+#: The shipped prior of the default live models on a 2-core CPU (experiments/cpu_prior.py).
+SHIPPED_CPU_PRIOR = ROOT / "priors" / "draft_model-cyclic-4x1024-cpu-2core.json"
+
+
 def prior_for(args) -> Path:
-    """A prior for bandit+prior: the bandit run's snapshot, imported (earlier telemetry, this machine)."""
+    """The prior of bandit+prior: --prior; else, for the default models on CPU, the shipped prior
+    (the protocol's "shipped prior of that drafter class and hardware"); else the bandit run's
+    snapshot, imported (earlier telemetry, this machine)."""
+    if args.prior is not None:
+        if not args.prior.is_file():
+            raise SystemExit(f"--prior {args.prior}: no such file.")
+        return args.prior
+    default_models = (args.target_layers, args.draft_layers, args.hidden, args.k_max) == (4, 1, 1024, 3)
+    if default_models and args.device == "cpu" and not args.random_model and SHIPPED_CPU_PRIOR.is_file():
+        return SHIPPED_CPU_PRIOR
     snap = args.out / "runs" / "bandit" / "snapshot.json"
     prior = args.out / "runs" / "bandit_prior.json"
     if not prior.exists():
         if not snap.exists():
-            raise SystemExit("bandit+prior needs the bandit run's snapshot; put bandit before bandit+prior.")
+            raise SystemExit(
+                "bandit+prior needs --prior, or the bandit run's snapshot: put bandit before bandit+prior "
+                "and use --order policy."
+            )
         subprocess.run(
             [
                 sys.executable,
@@ -278,77 +315,121 @@ def versions() -> dict:
     return out
 
 
+class Progress:
+    """Points left and the time they should take, from the pace so far."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.started = total, 0, time.monotonic()
+
+    def tick(self) -> str:
+        self.done += 1
+        left = self.total - self.done
+        per = (time.monotonic() - self.started) / self.done
+        return f"{left} points left, ~{left * per / 60:.0f} min"
+
+
+def make_server(policy: str, args, target: str, draft: str) -> tuple[VllmServer, Path]:
+    """The (unstarted) vLLM server of one policy, and its run folder (telemetry, snapshot, log)."""
+    run_dir = args.out / "runs" / policy.replace(":", "_").replace("/", "_")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec = speculative_config(
+        policy,
+        draft=draft,
+        k_max=args.k_max,
+        work_dir=run_dir,
+        prior=prior_for(args) if policy == "bandit+prior" else None,
+    )
+    if spec is not None and args.governor_config and spec.get("governor") == "bandit":
+        spec["governor_config"] = {**spec["governor_config"], **args.governor_config}
+    if spec is not None and args.synthetic_acceptance:
+        rates = [float(x) for x in args.synthetic_acceptance.split(",")]
+        spec.update(
+            rejection_sample_method="synthetic", synthetic_acceptance_rates=rates[: spec["num_speculative_tokens"]]
+        )
+    cache = args.out / "runs" / "vllm-cache"
+    if args.device == "cpu":
+        env = server_env(cache)
+        engine_args = [
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "512",
+            "--enforce-eager",
+            "--kv-cache-memory-bytes",
+            str(256 << 20),
+        ]
+    else:
+        env = {"VLLM_CACHE_ROOT": str(cache)}
+        engine_args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--gpu-memory-utilization", "0.85"]
+    server = VllmServer(
+        target,
+        run_dir / "server.log",
+        spec,
+        env=env,
+        args=[*engine_args, "--max-num-seqs", str(args.max_num_seqs), "--seed", "0"],
+    )
+    print(f"[{policy}] starting vLLM (port {server.port})", flush=True)
+    return server, run_dir
+
+
+def measure(
+    server_dir: tuple[VllmServer, Path], policy: str, c: int, args, done_files: dict, progress: Progress
+) -> None:
+    """One point, saved as soon as it is measured (an interrupted sweep resumes after it)."""
+    point = run_point(server_dir[0], policy, c, args, server_dir[1])
+    atomic_write_text(done_files[(policy, c)], json.dumps(point, indent=1))
+    sw, osc = point.get("k_switches_per_1000"), point.get("oscillations_per_1000")
+    print(
+        f"[{policy}] C={c:<3} {point['throughput_tok_s']:8.1f} tok/s  p99 TPOT {1e3 * point['tpot_p99_s']:7.1f} ms"
+        f"  K changes/1k {'-' if sw is None else f'{sw:.1f}'}"
+        f"  oscillations/1k {'-' if osc is None else f'{osc:.1f}'}"
+        f"  ({progress.tick()})",
+        flush=True,
+    )
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.fresh and args.out.exists():
         shutil.rmtree(args.out)
     (args.out / "points").mkdir(parents=True, exist_ok=True)
     target, draft = build_models(args)
-    cache = args.out / "runs" / "vllm-cache"
+    # The code that measures is the code at the start: a commit made during a long sweep
+    # must not be credited with it.
+    made_by = provenance()
     todo = [(p, c) for p in args.policies for c in args.concurrency]
     done_files = {(p, c): args.out / "points" / f"{p.replace(':', '_').replace('/', '_')}__c{c}.json" for p, c in todo}
     remaining = [pc for pc in todo if not done_files[pc].exists()]
-    print(f"live sweep: {len(todo)} points, {len(todo) - len(remaining)} already done; target {target}", flush=True)
-    started, finished_now = time.monotonic(), 0
-    for policy in args.policies:
-        pending = [c for c in args.concurrency if (policy, c) in remaining]
-        if not pending:
-            continue
-        run_dir = args.out / "runs" / policy.replace(":", "_").replace("/", "_")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        spec = speculative_config(
-            policy,
-            draft=draft,
-            k_max=args.k_max,
-            work_dir=run_dir,
-            prior=prior_for(args) if policy == "bandit+prior" else None,
-        )
-        if spec is not None and args.governor_config and spec.get("governor") == "bandit":
-            spec["governor_config"] = {**spec["governor_config"], **args.governor_config}
-        if spec is not None and args.synthetic_acceptance:
-            rates = [float(x) for x in args.synthetic_acceptance.split(",")]
-            spec.update(
-                rejection_sample_method="synthetic", synthetic_acceptance_rates=rates[: spec["num_speculative_tokens"]]
-            )
-        if args.device == "cpu":
-            env = server_env(cache)
-            engine_args = [
-                "--dtype",
-                "float32",
-                "--max-model-len",
-                "512",
-                "--enforce-eager",
-                "--kv-cache-memory-bytes",
-                str(256 << 20),
-            ]
-        else:
-            env = {"VLLM_CACHE_ROOT": str(cache)}
-            engine_args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--gpu-memory-utilization", "0.85"]
-        server = VllmServer(
-            target,
-            run_dir / "server.log",
-            spec,
-            env=env,
-            args=[*engine_args, "--max-num-seqs", str(args.max_num_seqs), "--seed", "0"],
-        )
-        print(f"[{policy}] starting vLLM (port {server.port})", flush=True)
-        with server:
-            for c in pending:
-                point = run_point(server, policy, c, args, run_dir)
-                atomic_write_text(done_files[(policy, c)], json.dumps(point, indent=1))
-                finished_now += 1
-                left = len(remaining) - finished_now
-                per = (time.monotonic() - started) / finished_now
-                sw, osc = point.get("k_switches_per_1000"), point.get("oscillations_per_1000")
-                print(
-                    f"[{policy}] C={c:<3} {point['throughput_tok_s']:8.1f} tok/s  p99 TPOT {1e3 * point['tpot_p99_s']:7.1f} ms"
-                    f"  K changes/1k {'-' if sw is None else f'{sw:.1f}'}"
-                    f"  oscillations/1k {'-' if osc is None else f'{osc:.1f}'}"
-                    f"  ({left} points left, ~{left * per / 60:.0f} min)",
-                    flush=True,
-                )
+    print(
+        f"live sweep ({args.order} order): {len(todo)} points, {len(todo) - len(remaining)} already done; "
+        f"target {target}",
+        flush=True,
+    )
+    progress = Progress(len(remaining))
+    if args.order == "policy":
+        for policy in args.policies:
+            pending = [c for c in args.concurrency if (policy, c) in remaining]
+            if pending:
+                server, run_dir = make_server(policy, args, target, draft)
+                with server:
+                    for c in pending:
+                        measure((server, run_dir), policy, c, args, done_files, progress)
+    else:
+        # Every policy's server up at once (idle ones cost memory, not CPU), then each
+        # concurrency point measured for every policy in turn: a machine that slows down or
+        # speeds up over the sweep shifts the policies of one point alike, and the checks
+        # compare policies within a point.
+        policies = [p for p in args.policies if any((p, c) in remaining for c in args.concurrency)]
+        with contextlib.ExitStack() as stack:
+            servers = {p: make_server(p, args, target, draft) for p in policies}
+            for server, _ in servers.values():
+                stack.enter_context(server)
+            for c in args.concurrency:
+                for policy in policies:
+                    if (policy, c) in remaining:
+                        measure(servers[policy], policy, c, args, done_files, progress)
     points = [json.loads(f.read_text()) for f in done_files.values() if f.exists()]
-    report = build_report(points, args)
+    report = build_report(points, args, made_by)
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     report["plots"] = plots(points, args.out)
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
@@ -357,7 +438,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def build_report(points: list[dict], args) -> dict:
+def build_report(points: list[dict], args, made_by: dict) -> dict:
     per_point: dict[str, dict[str, dict]] = {}
     for p in points:
         per_point.setdefault(f"C={p['concurrency']}", {})[p["policy"]] = p
@@ -384,9 +465,11 @@ def build_report(points: list[dict], args) -> dict:
             "table": args.table,
             "governor_config": args.governor_config,
             "client": "vllm.benchmarks.serve (vllm bench serve)",
+            "order": args.order,
+            "bandit+prior prior": os.path.relpath(prior_for(args), ROOT) if "bandit+prior" in args.policies else None,
         },
         "machine": versions(),
-        "provenance": provenance(),
+        "provenance": made_by,
         "points": points,
         "checks": checks,
         "summary": summary(checks),

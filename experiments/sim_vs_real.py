@@ -123,6 +123,8 @@ def simulate(
     out = []
     for p in points:
         policy, c = p["policy"], p["concurrency"]
+        if policy.startswith("pinned:"):
+            continue  # prices vLLM's dynamic-K mode, which the simulator's CPU profile has no term for
         scn = parse_scenario(
             {
                 "name": f"live-{c}",
@@ -235,7 +237,9 @@ def main(argv=None) -> int:
     noise_cv = measured_noise_cv(steps)
     acceptance = measured_acceptance(steps, setup["k_max"])
     print(f"measured acceptance per position {acceptance}, step-time noise cv {noise_cv:.3f}")
-    prior = a.live / "runs" / "bandit_prior.json"
+    # The live sweep's bandit+prior prior: recorded in its setup, else the older imported one.
+    named = setup.get("bandit+prior prior")
+    prior = ROOT / named if named else a.live / "runs" / "bandit_prior.json"
     rows = simulate(live["points"], setup, acceptance, noise_cv, prior if prior.exists() else None, a.seeds)
     thr = np.abs([r["throughput_error"] for r in rows])
     tpot = np.abs([r["tpot_p99_error"] for r in rows])

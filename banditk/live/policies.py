@@ -1,7 +1,9 @@
 """The protocol's policies as vLLM ``--speculative-config`` values.
 
 ``nospec`` runs no drafter at all; ``fixed:K`` is vLLM's own static K; ``table:SPEC`` is
-vLLM's own batch-size table; ``bandit`` is banditk through its plugin (one flag), with
+vLLM's own batch-size table; ``pinned:K`` is banditk's plugin pinned to K (vLLM's dynamic-K
+mode and the governed scheduler, no learning: it prices the mode against ``fixed:K``);
+``bandit`` is banditk through its plugin (one flag), with
 ``bandit+prior`` starting from a prior file; ``random`` draws every K at random, to record
 telemetry a prior is fitted from.
 """
@@ -37,10 +39,10 @@ def speculative_config(
     if policy == "nospec":
         return None
     if policy.startswith("fixed:"):
-        k = int(policy.split(":", 1)[1])
-        if not 1 <= k <= k_max:
-            raise ConfigError(f"live policy {policy!r}: K must be in [1, {k_max}] (vLLM's fixed mode needs K >= 1).")
-        return {**base, "num_speculative_tokens": k}
+        return {**base, "num_speculative_tokens": _k_of(policy, k_max, low=1)}
+    if policy.startswith("pinned:"):
+        k = _k_of(policy, k_max, low=0)
+        return {**base, "governor": f"fixed:{k}"}
     if policy.startswith("table:"):
         return {**base, "num_speculative_tokens_per_batch_size": json.loads(policy.split(":", 1)[1])}
     if policy == "random":
@@ -61,5 +63,22 @@ def speculative_config(
             gc["prior"] = str(prior)
         return {**base, "governor": "bandit", "governor_config": gc}
     raise ConfigError(
-        f"Unknown live policy {policy!r}; expected nospec, fixed:K, table:[[lo,hi,K],...], bandit, bandit+prior, random."
+        f"Unknown live policy {policy!r}; expected nospec, fixed:K, pinned:K, table:[[lo,hi,K],...], bandit, "
+        "bandit+prior, random."
     )
+
+
+def _k_of(policy: str, k_max: int, low: int) -> int:
+    """K of ``fixed:K`` / ``pinned:K``, or an error naming the policy (vLLM's fixed mode needs K >= 1;
+    a pinned governor may play K = 0).
+
+    >>> _k_of("pinned:0", 3, low=0)
+    0
+    >>> _k_of("fixed:x", 3, low=1)
+    Traceback (most recent call last):
+    banditk.core.errors.ConfigError: live policy 'fixed:x': K must be an integer in [1, 3].
+    """
+    text = policy.split(":", 1)[1]
+    if not text.strip().isdigit() or not low <= int(text) <= k_max:
+        raise ConfigError(f"live policy {policy!r}: K must be an integer in [{low}, {k_max}].")
+    return int(text)
