@@ -105,3 +105,23 @@ def test_console_script_runs_the_demo(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "true best K" in r.stdout and snap.exists()
     assert main(["prior", "validate", str(snap)]) == 0
+
+
+@pytest.mark.parametrize("command", ["show", "import", "merge"])
+def test_out_of_memory_reading_a_file_is_an_error_not_a_traceback(command, snapshot, tmp_path, monkeypatch, capsys):
+    # What `ulimit -v` does to a reader of a large prior: the allocation fails inside it.
+    import banditk.io.priorfile as priorfile
+
+    def no_memory(path):
+        raise MemoryError
+
+    monkeypatch.setattr(priorfile, "read_json", no_memory)  # the commands import it when they run
+    argv = {
+        "show": ["prior", "show", str(snapshot)],
+        "import": ["prior", "import", str(snapshot), "-o", str(tmp_path / "p.json")],
+        "merge": ["prior", "merge", str(snapshot), str(snapshot), "-o", str(tmp_path / "m.json")],
+    }[command]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "out of memory" in err and "Traceback" not in err
+    assert not (tmp_path / "p.json").exists() and not (tmp_path / "m.json").exists()

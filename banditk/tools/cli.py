@@ -202,6 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     except BanditkError as e:
         print(f"banditk: error: {e}", file=sys.stderr)
         return 1
+    except MemoryError:
+        # A file near the size cap under a tight memory limit (ulimit -v): say so, no traceback.
+        print(
+            f"banditk: error: out of memory running `banditk {' '.join(argv if argv is not None else sys.argv[1:])}`; "
+            "raise the process's memory limit (ulimit -v) or use a smaller file.",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:
         print("banditk: interrupted", file=sys.stderr)
         return 130
