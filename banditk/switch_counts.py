@@ -31,6 +31,33 @@ def protocol_bucket(batch: np.ndarray, edges: tuple[int, ...] = DEFAULT_BUCKET_E
     return np.searchsorted(np.asarray(edges), np.asarray(batch), side="right") - 1
 
 
+def _cause_masks(k, bucket, chunk, fallback=None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The bucket of each decided step after the first, and per cause a mask over those steps
+    of the K changes it explains (steps with K = -1 dropped first)."""
+    k = np.asarray(k)
+    keep = k >= 0
+    k = k[keep]
+    bucket = np.asarray(bucket)[keep]
+    chunk = np.asarray(chunk, dtype=bool)[keep]
+    fb = np.zeros(k.size, dtype=bool) if fallback is None else np.asarray(fallback, dtype=bool)[keep]
+    if k.size < 2:
+        return bucket[:0], {c: np.zeros(0, dtype=bool) for c in CAUSES}
+    changed = k[1:] != k[:-1]
+    by_fallback = changed & (fb[1:] | fb[:-1])
+    by_bucket = changed & ~by_fallback & (bucket[1:] != bucket[:-1])
+    rest = changed & ~by_fallback & ~by_bucket
+    by_chunk = rest & (chunk[1:] != chunk[:-1])
+    flips = rest & ~by_chunk
+    masks = {
+        "fallback": by_fallback,
+        "bucket": by_bucket,
+        "chunk": by_chunk,
+        "chunk_flip": flips & chunk[1:],
+        "decode_flip": flips & ~chunk[1:],
+    }
+    return bucket[1:], masks
+
+
 def change_causes(k, bucket, chunk, fallback=None) -> dict[str, int]:
     """Count the K changes between consecutive decided steps (K >= 0) by cause.
 
@@ -45,27 +72,18 @@ def change_causes(k, bucket, chunk, fallback=None) -> dict[str, int]:
     >>> change_causes([2, 3, 2, -1, 2], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0])
     {'fallback': 0, 'bucket': 0, 'chunk': 0, 'chunk_flip': 0, 'decode_flip': 2}
     """
-    k = np.asarray(k)
-    keep = k >= 0
-    k = k[keep]
-    bucket = np.asarray(bucket)[keep]
-    chunk = np.asarray(chunk, dtype=bool)[keep]
-    fb = np.zeros(k.size, dtype=bool) if fallback is None else np.asarray(fallback, dtype=bool)[keep]
-    out = dict.fromkeys(CAUSES, 0)
-    if k.size < 2:
-        return out
-    changed = k[1:] != k[:-1]
-    by_fallback = changed & (fb[1:] | fb[:-1])
-    by_bucket = changed & ~by_fallback & (bucket[1:] != bucket[:-1])
-    rest = changed & ~by_fallback & ~by_bucket
-    by_chunk = rest & (chunk[1:] != chunk[:-1])
-    flips = rest & ~by_chunk
-    out["fallback"] = int(by_fallback.sum())
-    out["bucket"] = int(by_bucket.sum())
-    out["chunk"] = int(by_chunk.sum())
-    out["chunk_flip"] = int((flips & chunk[1:]).sum())
-    out["decode_flip"] = int((flips & ~chunk[1:]).sum())
-    return out
+    return {c: int(m.sum()) for c, m in _cause_masks(k, bucket, chunk, fallback)[1].items()}
+
+
+def decode_flips_by_bucket(k, bucket, chunk, fallback=None) -> dict[str, int]:
+    """Decode-only flips within one state, counted by the bucket they happened in.
+
+    >>> decode_flips_by_bucket([2, 3, 3, 2, 1], [1, 1, 4, 4, 4], [0, 0, 0, 0, 0])
+    {'1': 1, '4': 2}
+    """
+    after, masks = _cause_masks(k, bucket, chunk, fallback)
+    flipped = after[masks["decode_flip"]]
+    return {str(b): int(n) for b, n in zip(*np.unique(flipped, return_counts=True))}
 
 
 def switch_counts(k, bucket, chunk, fallback=None) -> dict:
@@ -95,7 +113,7 @@ def log_switches(path, t0: float = float("-inf"), t1: float = float("inf")) -> d
     in logs written before lines carried it) and their kind (``prefill`` > 0); fallback
     event lines (:func:`banditk.io.trace.fallback_record`) give the fallback K. Rotated
     parts are not read; unreadable lines are skipped. None if fewer than two steps remain.
-    Adds ``k_hist`` (steps per K).
+    Adds ``decode_flips_by_bucket`` and ``k_hist`` (steps per K).
     """
     import json
 
@@ -120,6 +138,7 @@ def log_switches(path, t0: float = float("-inf"), t1: float = float("inf")) -> d
     if len(ks) < 2:
         return None
     out = switch_counts(ks, buckets, chunks, fallbacks)
+    out["decode_flips_by_bucket"] = decode_flips_by_bucket(ks, buckets, chunks, fallbacks)
     out["k_hist"] = {str(k): ks.count(k) for k in sorted(set(ks))}
     return out
 

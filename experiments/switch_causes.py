@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,25 +28,6 @@ from banditk.live.clock import clock_noise  # noqa: E402
 from banditk.switch_counts import log_switches  # noqa: E402
 
 
-def decode_flips_by_bucket(path: Path, t0: float, t1: float) -> dict[str, int]:
-    """Decode-only flips within one state, counted by the bucket they happened in."""
-    prev, out = None, Counter()
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(rec, dict) or "k" not in rec or not isinstance(rec.get("t"), (int, float)):
-            continue
-        if not t0 <= rec["t"] <= t1:
-            continue
-        state = (rec.get("event"), rec.get("bucket"), bool(rec.get("prefill")))
-        if prev is not None and prev[0] == state and rec["k"] != prev[1] and state[0] is None and not state[2]:
-            out[str(state[1])] += 1
-        prev = (state, rec["k"])
-    return dict(sorted(out.items(), key=lambda kv: int(kv[0]) if kv[0].lstrip("-").isdigit() else 0))
-
-
 def analyse(path: Path, t0: float = float("-inf"), t1: float = float("inf")) -> dict:
     sw = log_switches(path, t0, t1)
     if sw is None:
@@ -56,7 +36,6 @@ def analyse(path: Path, t0: float = float("-inf"), t1: float = float("inf")) -> 
     return {
         "log": str(path),
         **sw,
-        "decode_flips_by_bucket": decode_flips_by_bucket(path, t0, t1),
         "clock": clock_noise(tr.batch, tr.k, tr.step_s, tr.prefill),
     }
 

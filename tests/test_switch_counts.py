@@ -78,6 +78,7 @@ def test_the_cause_split_of_a_recorded_live_trace():
     # That run's K changes were mostly decode-only flips within one bucket: the noisy clock.
     c = s["change_causes"]
     assert c["decode_flip"] > c["bucket"] + c["chunk"] and c["fallback"] == 0
+    assert sum(s["decode_flips_by_bucket"].values()) == c["decode_flip"]
     assert s["k_hist"] == {str(k): int(v) for k, v in enumerate(np.bincount(read_trace(RECORDED).k)) if v}
 
 

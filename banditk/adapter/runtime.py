@@ -90,7 +90,6 @@ class GovernorRuntime:
             else None
         )
         self.last_k = self.fallback_k
-        self._fallback_kind: str | None = None
         self.select_calls = 0
         self._t_schedule = clock()
         self._step_of: dict[int, int] = {}
@@ -142,21 +141,20 @@ class GovernorRuntime:
             if scheduler_output.total_num_scheduled_tokens <= 0:
                 return  # the model does not run: nothing to decide or credit
             decoding = vllm_compat.decoding_request_ids(scheduler, scheduler_output)
-            decision = None
-            self._fallback_kind = None
+            decision, fallback = None, None
             if not self.dynamic_k:
                 k = int(scheduler_output.num_spec_tokens_to_schedule)
             else:
                 # A prefill-only step asks the policy too (B = 0): requests finishing their
                 # prompt get drafts, and a table gives the K vLLM's table would.
-                k, decision = self._select(scheduler, scheduler_output, len(decoding))
+                k, decision, fallback = self._select(scheduler, scheduler_output, len(decoding))
                 self.last_k = k
                 vllm_compat.set_num_spec_tokens(scheduler_output, k)
             step = self.ledger.open_step(k=k, decision=decision, decoding=tuple(decoding), t_schedule=self._t_schedule)
-            if self._fallback_kind is not None:
-                self.ledger.entry(step).extra["fallback"] = self._fallback_kind
+            if fallback is not None:
+                self.ledger.entry(step).extra["fallback"] = fallback
                 fb = self.telemetry.fallbacks
-                fb[self._fallback_kind] = fb.get(self._fallback_kind, 0) + 1
+                fb[fallback] = fb.get(fallback, 0) + 1
             self._step_of[id(scheduler_output)] = step
             # Prompt tokens computed in this step (chunked prefill): their time is not K's.
             scheduled = scheduler_output.num_scheduled_tokens
@@ -170,13 +168,13 @@ class GovernorRuntime:
             except Exception:
                 pass
 
-    def _select(self, scheduler: Any, scheduler_output: Any, num_decoding: int) -> tuple[int, Any]:
+    def _select(self, scheduler: Any, scheduler_output: Any, num_decoding: int) -> tuple[int, Any, str | None]:
+        """(K, the policy's decision, None) or (fallback K, None, why the fallback was used)."""
         kv, queue = vllm_compat.kv_usage(scheduler), vllm_compat.queue_len(scheduler)
         self.telemetry.kv_usage, self.telemetry.queue_len = kv, queue
         if self.breaker.skip():
             self._observe_s = 0.0
-            self._fallback_kind = "breaker_open"
-            return self.fallback_k, None
+            return self.fallback_k, None, "breaker_open"
         self.select_calls += 1
         t0 = time.perf_counter()
         try:
@@ -194,20 +192,17 @@ class GovernorRuntime:
             decision = self.policy.select(ctx)
         except Exception as e:
             self._error("select", e)
-            self._fallback_kind = "select"
-            return self.fallback_k, None
+            return self.fallback_k, None, "select"
         # One budget per step for the governor's work: this select and the last observe.
         spent, self._observe_s = time.perf_counter() - t0 + self._observe_s, 0.0
         if self._slow(spent):
-            self._fallback_kind = "slow"
-            return self.fallback_k, None
+            return self.fallback_k, None, "slow"
         k = getattr(decision, "k", None)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= self.k_max:
             self._error("invalid_k", ValueError(f"policy returned K={k!r}, outside 0..{self.k_max}"))
-            self._fallback_kind = "invalid_k"
-            return self.fallback_k, None
+            return self.fallback_k, None, "invalid_k"
         self.telemetry.observe_decision(int(k), kv, queue)
-        return int(k), decision
+        return int(k), decision, None
 
     def on_verified(
         self, request_id: str, num_draft_tokens: int, num_accepted_tokens: int, num_invalid_spec_tokens: dict | None

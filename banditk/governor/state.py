@@ -57,13 +57,13 @@ def _number(lo: float, hi: float):
 def _numbers(
     shape: Callable[[GovernorConfig], tuple[int, ...]],
     lo: float,
-    hi: float,
+    hi: float | Callable[[GovernorConfig], float],
     *,
     positive: bool = False,
     integral: bool = False,
 ):
     def check(value: object, cfg: GovernorConfig, name: str) -> np.ndarray:
-        want = shape(cfg)
+        want, top = shape(cfg), hi(cfg) if callable(hi) else hi
         ok_type = isinstance(value, list) and all(
             isinstance(v, list) if len(want) > 1 else (isinstance(v, (int, float)) and not isinstance(v, bool))
             for v in value
@@ -77,11 +77,11 @@ def _numbers(
             or arr.shape != want
             or not np.all(np.isfinite(arr))
             or np.any(arr < lo)
-            or np.any(arr > hi)
+            or np.any(arr > top)
             or (positive and np.any(arr <= 0))
             or (integral and np.any(arr != np.round(arr)))
         ):
-            kind = "positive" if positive else f"in [{lo:g}, {hi:g}]"
+            kind = "positive" if positive else f"in [{lo:g}, {top:g}]"
             raise PriorFormatError(
                 f"`{name}` must be {'integers' if integral else 'finite numbers'} {kind} "
                 f"of shape {list(want)}, got {_short(value)}."
@@ -177,7 +177,7 @@ SCHEMA: dict[str, tuple[Callable, Callable[[GovernorConfig], object] | None]] = 
     "held": (_integer(0, 1_000_000), None),
     "epoch": (_integer(1, 1_000_000), lambda c: c.decision_interval),
     "bucket_k": (
-        _numbers(_buckets, -1.0, 64.0, integral=True),
+        _numbers(_buckets, -1.0, lambda c: float(c.k_max), integral=True),
         lambda c: np.full(c.num_buckets, -1, dtype=np.int64),
     ),
     "bucket_epoch": (
@@ -272,8 +272,6 @@ def restore(gov, raw: object) -> None:
     gov._candidate_bucket, gov._candidate_steps = s["candidate_bucket"], s["candidate_steps"]
     gov.steps, gov.observations, gov.switches = s["steps"], s["observations"], s["switches"]
     gov.oscillations = s["oscillations"]
-    if np.any(s["bucket_k"] > gov.config.k_max):
-        raise PriorFormatError(f"`bucket_k` must hold K in [-1, {gov.config.k_max}], got {s['bucket_k'].tolist()}.")
     gov.bucket_k, gov.bucket_epoch = s["bucket_k"], s["bucket_epoch"]
     gov.chunk_hold, gov.chunk_explore_k = s["chunk_hold"], s["chunk_explore_k"]
     gov.mixed_steps, gov.k_counts = s["mixed_steps"], s["k_counts"]

@@ -57,3 +57,13 @@ def test_every_leaf_replaced_by_a_bad_value_loads_or_names_the_field(snapshot):
                 assert str(path[0]) in str(e) or "governor.state" in str(e), (path, value, str(e))
                 refused += 1
     assert refused > loaded  # most of these are nonsense; the rest (e.g. prev_k = -1) are valid states
+
+
+@pytest.mark.parametrize(("field", "value"), [("bucket_k", 5), ("prev_k", 5), ("chunk_explore_k", 5)])
+def test_a_k_above_the_servers_k_max_is_refused_by_the_schema(snapshot, field, value):
+    # K_max is 4: a snapshot of a deeper server must not load its Ks here.
+    state = snapshot["governor"]["state"]
+    bad = [value] * len(state[field]) if isinstance(state[field], list) else value
+    with pytest.raises(PriorFormatError, match=f"`{field}` must be") as e:
+        governor_from_snapshot(_replaced(snapshot, (field,), bad))
+    assert ", 4]" in str(e.value)
