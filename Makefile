@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.banditk-core
 FULL   := $(VENV)/.banditk-full
 
-.PHONY: demo test lint sweep demo-vllm bench bench-vllm fuzz soak live-sweep results vllm-compat clean
+.PHONY: demo test lint sweep demo-vllm bench bench-vllm fuzz soak live-soak live-sweep results vllm-compat clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,11 @@ fuzz: $(STAMP)
 
 soak: $(STAMP)
 	$(BIN)/python experiments/soak.py
+
+# 30 minutes of real `vllm serve` on CPU under Poisson traffic with aborts (results/live-soak/);
+# `make test` runs a 1.5-minute form (tests/test_live_soak.py).
+live-soak: $(FULL)
+	$(BIN)/python experiments/live_soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
