@@ -275,7 +275,7 @@ def test_check_write_check_on_a_results_folder(tmp_path, capsys):
     text = readme.read_text()
     assert rr.main([*args, "--check"]) == 0
     assert rr.main(args) == 0 and readme.read_text() == text  # same reports, same bytes
-    assert "| 1 | 90.0 | 1.80x | 0.90x (fixed:2) | 2.0 | 7.5 | fail: throughput_vs_best_fixed |" in text
+    assert "| 1 | bandit | 90.0 | 1.80x | 0.90x (fixed:2) | 2.0 | 7.5 | fail: throughput_vs_best_fixed |" in text
     assert "| a (quick) | 2 / 1 | 0.75x | 3.0 | 1.23% / 0.40% | `abcdef0`, uncommitted changes |" in text
     SWEEP_B_PATH = results / "sweep-b" / "report.json"
     SWEEP_B_PATH.parent.mkdir()
