@@ -14,7 +14,7 @@ Writes <out>/report.json (every policy x point x metric, docs/evaluation.md's re
 checks with pass/fail, machine and versions), <out>/throughput.png, <out>/tpot_p99.png,
 and per-point raw results and server logs under <out>/runs/.
 
-    python experiments/live_sweep.py                 # the default sweep (~50 min on 2 cores, ~10 GB)
+    python experiments/live_sweep.py                 # the default sweep (~50 min on 2 cores, ~16 GB)
     python experiments/live_sweep.py --quick         # tiny models, short points (a smoke test)
 """
 
