@@ -372,11 +372,9 @@ def make_server(policy: str, args, target: str, draft: str) -> tuple[VllmServer,
     return server, run_dir
 
 
-def measure(
-    server_dir: tuple[VllmServer, Path], policy: str, c: int, args, done_files: dict, progress: Progress
-) -> None:
+def measure(server: VllmServer, run_dir: Path, policy: str, c: int, args, done_files: dict, progress: Progress) -> None:
     """One point, saved as soon as it is measured (an interrupted sweep resumes after it)."""
-    point = run_point(server_dir[0], policy, c, args, server_dir[1])
+    point = run_point(server, policy, c, args, run_dir)
     atomic_write_text(done_files[(policy, c)], json.dumps(point, indent=1))
     sw, osc = point.get("k_switches_per_1000"), point.get("oscillations_per_1000")
     print(
@@ -413,7 +411,7 @@ def main(argv=None) -> int:
                 server, run_dir = make_server(policy, args, target, draft)
                 with server:
                     for c in pending:
-                        measure((server, run_dir), policy, c, args, done_files, progress)
+                        measure(server, run_dir, policy, c, args, done_files, progress)
     else:
         # Every policy's server up at once (idle ones cost memory, not CPU), then each
         # concurrency point measured for every policy in turn: a machine that slows down or
@@ -427,7 +425,7 @@ def main(argv=None) -> int:
             for c in args.concurrency:
                 for policy in policies:
                     if (policy, c) in remaining:
-                        measure(servers[policy], policy, c, args, done_files, progress)
+                        measure(*servers[policy], policy, c, args, done_files, progress)
     points = [json.loads(f.read_text()) for f in done_files.values() if f.exists()]
     report = build_report(points, args, made_by)
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")

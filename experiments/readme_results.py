@@ -240,19 +240,15 @@ def live_row(c: int, policies: dict, checks: list[dict], subject: str) -> str:
 
 def mode_price(by_c: dict) -> str | None:
     """``pinned:K`` over ``fixed:K`` per point (what vLLM's dynamic-K mode costs), or None without pinned points."""
-    parts = []
-    for c in sorted(by_c):
-        for name in sorted(by_c[c]):
-            if name.startswith("pinned:"):
-                k = name.split(":", 1)[1]
-                r = ratio(
-                    number(dig(by_c[c], name, "throughput_tok_s")),
-                    number(dig(by_c[c], f"fixed:{k}", "throughput_tok_s")),
-                )
-                parts.append(f"C = {c}: {fmt(r, '.2f', 'x')}")
-                ks = k
-    if not parts:
+    pinned = [(c, name) for c in sorted(by_c) for name in sorted(by_c[c]) if name.startswith("pinned:")]
+    if not pinned:
         return None
+    parts = []
+    for c, name in pinned:
+        fixed = "fixed:" + name.split(":", 1)[1]
+        r = ratio(number(dig(by_c[c], name, "throughput_tok_s")), number(dig(by_c[c], fixed, "throughput_tok_s")))
+        parts.append(f"C = {c}: {fmt(r, '.2f', 'x')}")
+    ks = "/".join(dict.fromkeys(name.split(":", 1)[1] for _, name in pinned))
     return (
         f"vLLM's dynamic-K mode, priced by `pinned:{ks}` (banditk's plugin pinned to K = {ks}) over `fixed:{ks}` "
         f"(vLLM's static K): " + "; ".join(parts) + "."
