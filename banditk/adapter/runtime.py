@@ -140,14 +140,15 @@ class GovernorRuntime:
         try:
             if scheduler_output.total_num_scheduled_tokens <= 0:
                 return  # the model does not run: nothing to decide or credit
-            decoding = vllm_compat.decoding_request_ids(scheduler, scheduler_output)
+            # The decoders and their context tokens (prompt + generated), read in the same pass.
+            decoding, context_tokens = vllm_compat.decoding_requests(scheduler, scheduler_output)
             decision, fallback = None, None
             if not self.dynamic_k:
                 k = int(scheduler_output.num_spec_tokens_to_schedule)
             else:
                 # A prefill-only step asks the policy too (B = 0): requests finishing their
                 # prompt get drafts, and a table gives the K vLLM's table would.
-                k, decision, fallback = self._select(scheduler, scheduler_output, len(decoding))
+                k, decision, fallback = self._select(scheduler, scheduler_output, len(decoding), context_tokens)
                 self.last_k = k
                 vllm_compat.set_num_spec_tokens(scheduler_output, k)
             step = self.ledger.open_step(k=k, decision=decision, decoding=tuple(decoding), t_schedule=self._t_schedule)
@@ -168,7 +169,9 @@ class GovernorRuntime:
             except Exception:
                 pass
 
-    def _select(self, scheduler: Any, scheduler_output: Any, num_decoding: int) -> tuple[int, Any, str | None]:
+    def _select(
+        self, scheduler: Any, scheduler_output: Any, num_decoding: int, context_tokens: int = 0
+    ) -> tuple[int, Any, str | None]:
         """(K, the policy's decision, None) or (fallback K, None, why the fallback was used)."""
         kv, queue = vllm_compat.kv_usage(scheduler), vllm_compat.queue_len(scheduler)
         self.telemetry.kv_usage, self.telemetry.queue_len = kv, queue
@@ -188,6 +191,7 @@ class GovernorRuntime:
                 prefill_tokens=vllm_compat.next_step_prefill_tokens(scheduler, scheduler_output)
                 if self._wants_prefill_hint
                 else 0,
+                context_tokens=context_tokens,
             )
             decision = self.policy.select(ctx)
         except Exception as e:

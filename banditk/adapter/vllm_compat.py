@@ -23,7 +23,8 @@ Assumptions (checked by :func:`check_vllm_shape`):
    ``update_from_output`` once per request that verified drafts.
 5. ``VllmConfig.additional_config`` (a dict) reaches the engine-core process;
    ``SchedulerConfig.scheduler_cls`` selects the scheduler class there.
-6. ``Request`` has ``num_prompt_tokens``, ``num_computed_tokens``; the scheduler
+6. ``Request`` has ``num_prompt_tokens``, ``num_computed_tokens`` (and, read with a fallback of 0,
+   ``num_output_placeholders``: see :func:`request_context_tokens`); the scheduler
    has ``kv_cache_manager.usage``, ``waiting``, ``requests``.
 7. ``Scheduler.has_unfinished_requests()``; ``EngineCore.shutdown`` tears down the executor
    before calling ``Scheduler.shutdown`` (banditk closes first, see
@@ -221,16 +222,52 @@ def decoding_request_ids(scheduler: Any, scheduler_output: Any) -> list[str]:
     Must be called before ``_update_after_schedule`` advances ``num_computed_tokens``.
     Prefill chunks, new requests and recomputation after preemption are excluded.
     """
+    return decoding_requests(scheduler, scheduler_output)[0]
+
+
+def decoding_requests(scheduler: Any, scheduler_output: Any) -> tuple[list[str], int]:
+    """The decoding requests of :func:`decoding_request_ids` and their context tokens, in one pass.
+
+    The context tokens are summed over the decoding requests with :func:`request_context_tokens`;
+    0 (unknown) where a request does not expose what it needs. Call before ``_update_after_schedule``.
+    """
     spec = scheduler_output.scheduled_spec_decode_tokens
     requests = scheduler.requests
     out = []
+    context = 0
     for req_id, n in scheduler_output.num_scheduled_tokens.items():
         req = requests.get(req_id)
         if req is None:
             continue
-        if req.num_computed_tokens >= req.num_prompt_tokens and n <= 1 + len(spec.get(req_id, ())):
+        computed = req.num_computed_tokens
+        if computed >= req.num_prompt_tokens and n <= 1 + len(spec.get(req_id, ())):
             out.append(req_id)
-    return out
+            if context >= 0:  # one unknown request makes the sum unknown
+                c = request_context_tokens(req, computed)
+                context = context + c if c > 0 else -1
+    return out, max(context, 0)
+
+
+def request_context_tokens(req: Any, computed: Any = None) -> int:
+    """A decoding request's context: its prompt plus the tokens generated so far; 0 if unknown.
+
+    Read before ``_update_after_schedule``. There ``num_computed_tokens`` of a decoding request
+    counts the tokens whose KV is cached: all but the last sampled token (this step feeds it),
+    the drafts a verification rejected already rolled back. Under async scheduling it also counts,
+    optimistically, the previous step's tokens still in flight (its sampled token and its drafts,
+    not yet verified), which ``num_output_placeholders`` counts too (rejections roll both back).
+    So ``num_computed_tokens - num_output_placeholders + 1`` is the verified context, the same
+    number in both layouts and the simulator's ``prompt + generated`` (``Request.num_tokens`` in
+    the synchronous layout); the tokens still in flight are not known to be kept. A request
+    without ``num_output_placeholders`` (no async scheduling) has none.
+    """
+    try:
+        if computed is None:
+            computed = req.num_computed_tokens
+        placeholders = getattr(req, "num_output_placeholders", 0) or 0
+        return max(int(computed) - int(placeholders) + 1, 0)
+    except Exception:
+        return 0
 
 
 def next_step_prefill_tokens(scheduler: Any, scheduler_output: Any) -> int:

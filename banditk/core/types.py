@@ -52,6 +52,9 @@ class StepContext:
             decision's drafts (0: a decode-only step). The simulator verifies in the
             same step and knows it; vLLM verifies a step later and the adapter
             predicts it from the prefills already under way or waiting.
+        context_tokens: tokens in the KV cache of the decoding requests, summed (prompt
+            and generated so far). Attention reads them every step whatever K is, so a
+            long context makes verification relatively cheaper. 0: not known.
     """
 
     num_decoding: int
@@ -61,10 +64,12 @@ class StepContext:
     queue_len: int = 0
     num_scheduled: int = -1
     prefill_tokens: int = 0
+    context_tokens: int = 0
 
     def __post_init__(self) -> None:
         _check_int(self.num_decoding, "num_decoding", 0, None, InvalidContextError)
         _check_int(self.prefill_tokens, "prefill_tokens", 0, None, InvalidContextError)
+        _check_int(self.context_tokens, "context_tokens", 0, None, InvalidContextError)
         _check_int(self.k_max, "k_max", 0, 64, InvalidContextError)
         _check_int(self.queue_len, "queue_len", 0, None, InvalidContextError)
         check_drafter_class(self.drafter_class)
