@@ -89,14 +89,17 @@ def _buckets(policy: Any) -> dict:
     """Posterior-mean goodput per (bucket, K), for buckets with prior or live data only."""
     g = policy.mean_goodput()
     edges = [int(e) for e in policy.config.bucket_edges]
+    context = [int(e) for e in getattr(policy.config, "context_edges", (0,))]
+    cells = len(edges) * len(context)
     try:  # a bucket nothing was learnt about has the flat prior's arbitrary best K: leave it out
         post = policy.posterior
         n = (post.data.cell_n + post.prior_stats.cell_n).sum(axis=1)
-        seen = [i for i in range(len(edges)) if n[i] > 0]
+        seen = [i for i in range(cells) if n[i] > 0]
     except AttributeError:
-        seen = list(range(len(edges)))
+        seen = list(range(cells))
     return {
         "bucket_edges": edges,
+        **({"context_edges": context} if len(context) > 1 else {}),
         "goodput": {str(i): [float(x) if math.isfinite(x) else None for x in g[i]] for i in seen},
     }
 
@@ -282,9 +285,10 @@ def samples(data: dict, labels: dict[str, str], mode: dict[str, str] | None = No
             add("banditk:acceptance", acc / reached, position=pos)
     for i, p in enumerate(data.get("posterior_acceptance", ())):
         add("banditk:posterior_acceptance", p, position=str(i))
-    edges = data.get("bucket_edges")
+    edges, context = data.get("bucket_edges"), data.get("context_edges") or [0]
     for i, row in sorted(data.get("goodput", {}).items(), key=lambda kv: int(kv[0])):
-        bucket = bucket_label(edges, int(i))
+        b, c = divmod(int(i), len(context))  # cells are (batch bucket, context bucket), flat
+        bucket = bucket_label(edges, b) + (f",ctx={bucket_label(context, c)}" if len(context) > 1 else "")
         finite = [(g, k) for k, g in enumerate(row) if g is not None]
         if finite:  # the first K of the highest goodput, as the state line's argmax
             add("banditk:best_k", max(finite, key=lambda gk: gk[0])[1], bucket=bucket)

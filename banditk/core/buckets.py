@@ -1,8 +1,13 @@
-"""Batch-size buckets with hysteresis.
+"""Batch-size and context buckets with hysteresis.
 
 Bucket ``i`` holds batch sizes ``edges[i] <= B < edges[i + 1]``; the last bucket is
 open-ended. Near an edge the previous bucket is kept (hysteresis), so a batch that
 wobbles by a request across an edge does not flip the posterior the governor consults.
+
+Context buckets split each batch bucket by the decoding requests' mean context L (tokens
+in the KV cache per request). A governor's cell ``(batch bucket b, context bucket c)`` has
+the flat index ``b * n_context + c``: with one context bucket (the default) cells are the
+batch buckets.
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ from collections.abc import Sequence
 from banditk.core.errors import ConfigError
 
 DEFAULT_BUCKET_EDGES: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+#: One context bucket: K follows batch size alone.
+NO_CONTEXT_EDGES: tuple[int, ...] = (0,)
+#: Context edges for a governor that follows context (short / medium / long), in tokens per request.
+DEFAULT_CONTEXT_EDGES: tuple[int, ...] = (0, 2048, 8192)
 
 
 def check_bucket_edges(edges: object, field: str = "bucket_edges") -> tuple[int, ...]:
@@ -36,6 +45,39 @@ def check_bucket_edges(edges: object, field: str = "bucket_edges") -> tuple[int,
     if len(out) > 256:
         raise ConfigError(f"`{field}` may hold at most 256 edges, got {len(out)}.")
     return tuple(out)
+
+
+def check_context_edges(edges: object, field: str = "context_edges") -> tuple[int, ...]:
+    """Validate context edges: strictly increasing integers from 0, at most 8 of them.
+
+    >>> check_context_edges([0, 2048])
+    (0, 2048)
+    """
+    if not isinstance(edges, Sequence) or isinstance(edges, (str, bytes)) or len(edges) == 0:
+        raise ConfigError(f"`{field}` must be a non-empty list of integers, got {edges!r}.")
+    out = []
+    for e in edges:
+        if isinstance(e, bool) or not isinstance(e, int) or e < 0:
+            raise ConfigError(f"`{field}` must hold integers >= 0, got {e!r} in {list(edges)!r}.")
+        out.append(e)
+    if out[0] != 0:
+        raise ConfigError(f"`{field}` must start at 0 so every context has a bucket, got {list(edges)!r}.")
+    if any(b <= a for a, b in zip(out, out[1:])):
+        raise ConfigError(f"`{field}` must be strictly increasing, got {list(edges)!r}.")
+    if len(out) > 8:
+        raise ConfigError(f"`{field}` may hold at most 8 edges (each multiplies the cells), got {len(out)}.")
+    return tuple(out)
+
+
+def cell_label(bucket_edges: Sequence[int], context_edges: Sequence[int], cell: int) -> str:
+    """A cell's name in logs and reports: its batch bucket, and its context bucket if there are several.
+
+    >>> cell_label((1, 4), (0,), 1), cell_label((1, 4), (0, 2048), 3)
+    ('B>=4', 'B>=4,L>=2048')
+    """
+    nc = len(context_edges)
+    b, c = divmod(cell, nc)
+    return f"B>={bucket_edges[b]}" + (f",L>={context_edges[c]}" if nc > 1 else "")
 
 
 def bucket_of(edges: Sequence[int], batch_size: int) -> int:

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from banditk.core.buckets import DEFAULT_BUCKET_EDGES, check_bucket_edges
+from banditk.core.buckets import DEFAULT_BUCKET_EDGES, NO_CONTEXT_EDGES, check_bucket_edges, check_context_edges
 from banditk.core.drafters import check_drafter_class
 from banditk.core.errors import ConfigError
 
@@ -27,6 +27,13 @@ class GovernorConfig:
 
     bucket_edges: tuple[int, ...] = DEFAULT_BUCKET_EDGES
     """Lower edges of the batch-size buckets; must start at 1."""
+
+    context_edges: tuple[int, ...] = NO_CONTEXT_EDGES
+    """Lower edges of the context buckets, in tokens of context per decoding request (the
+    batch's mean); must start at 0. Each batch bucket gets a cell per context bucket, so K
+    can follow context as well as B. One edge (the default) ignores context: a context
+    bucket is a new state to learn, worth it where the best K moves with context
+    (docs/model.md). ``[0, 2048, 8192]`` is the shipped choice for long-context serving."""
 
     switch_penalty: float = 0.02
     """Relative advantage a sampled K needs over the current K before the governor
@@ -125,6 +132,7 @@ class GovernorConfig:
         check_drafter_class(self.drafter_class, "drafter_class")
         _int(self.k_max, "k_max", 1, 64)
         object.__setattr__(self, "bucket_edges", check_bucket_edges(self.bucket_edges))
+        object.__setattr__(self, "context_edges", check_context_edges(self.context_edges))
         _float(self.switch_penalty, "switch_penalty", 0.0, 10.0)
         _int(self.decision_interval, "decision_interval", 1, 10_000)
         _int(self.max_decision_interval, "max_decision_interval", 1, 1_000_000)
@@ -153,12 +161,22 @@ class GovernorConfig:
             _int(self.seed, "seed", 0, 2**63 - 1)
 
     @property
-    def num_buckets(self) -> int:
+    def num_batch_buckets(self) -> int:
         return len(self.bucket_edges)
+
+    @property
+    def num_context_buckets(self) -> int:
+        return len(self.context_edges)
+
+    @property
+    def num_buckets(self) -> int:
+        """Cells per K: a batch bucket times a context bucket (:mod:`banditk.core.buckets`)."""
+        return len(self.bucket_edges) * len(self.context_edges)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["bucket_edges"] = list(self.bucket_edges)
+        d["context_edges"] = list(self.context_edges)
         return d
 
     @classmethod
@@ -187,8 +205,9 @@ class GovernorConfig:
             if required not in d:
                 raise ConfigError(f"governor config is missing `{required}`.")
         d = dict(d)
-        if "bucket_edges" in d and isinstance(d["bucket_edges"], list):
-            d["bucket_edges"] = tuple(d["bucket_edges"])
+        for name in ("bucket_edges", "context_edges"):
+            if name in d and isinstance(d[name], list):
+                d[name] = tuple(d[name])
         return cls(**d)
 
 

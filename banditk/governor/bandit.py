@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from banditk.core.buckets import bucket_with_hysteresis, debounced
+from banditk.core.buckets import bucket_with_hysteresis, cell_label, debounced
 from banditk.core.config import GovernorConfig
 from banditk.core.errors import (
     DrafterClassMismatchError,
@@ -105,7 +105,7 @@ class BanditGovernor:
         batch = context.num_decoding
         if batch == 0:  # nothing decodes: K is moot; keep it and learn nothing
             return Decision(k=max(self.prev_k, 0), bucket=-1, num_decoding=0, step_id=self.steps)
-        bucket = self._consulted_bucket(batch)
+        bucket = self._consulted_cell(batch, context.context_tokens)
         kv_pressed = context.kv_usage > cfg.kv_pressure_threshold and cfg.kv_pressure_weight > 0
         if context.prefill_tokens and self.prev_k >= 0 and not self.posterior.scale_pending:
             return self._select_chunk_step(context, bucket, kv_pressed)
@@ -178,12 +178,17 @@ class BanditGovernor:
         sampled = () if scores is None else tuple(scores.tolist())
         return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=sampled)
 
-    def _consulted_bucket(self, batch: int) -> int:
-        """B's bucket with hysteresis, moved to only after ``bucket_dwell`` steps there."""
-        cfg = self.config
-        raw = bucket_with_hysteresis(cfg.bucket_edges, batch, self.prev_bucket, cfg.bucket_hysteresis)
+    def _consulted_cell(self, batch: int, context_tokens: int) -> int:
+        """The cell of B's bucket and of the mean context's bucket, each with hysteresis,
+        moved to only after ``bucket_dwell`` steps there."""
+        cfg, nc, prev = self.config, self.config.num_context_buckets, self.prev_bucket
+        prev_b, prev_c = divmod(prev, nc) if prev >= 0 else (-1, -1)
+        raw = bucket_with_hysteresis(cfg.bucket_edges, batch, prev_b, cfg.bucket_hysteresis) * nc
+        if nc > 1:
+            mean_context = context_tokens // batch
+            raw += bucket_with_hysteresis(cfg.context_edges, mean_context, prev_c, cfg.bucket_hysteresis)
         out, self._candidate_bucket, self._candidate_steps = debounced(
-            raw, self.prev_bucket, self._candidate_bucket, self._candidate_steps, cfg.bucket_dwell
+            raw, prev, self._candidate_bucket, self._candidate_steps, cfg.bucket_dwell
         )
         return out
 
@@ -273,7 +278,10 @@ class BanditGovernor:
             self.switches,
             self.mean_goodput(),
             seen,
-            self.config.bucket_edges,
+            [
+                cell_label(self.config.bucket_edges, self.config.context_edges, i)
+                for i in range(self.config.num_buckets)
+            ],
         )
 
     def counters(self) -> dict:

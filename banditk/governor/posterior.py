@@ -48,7 +48,10 @@ class GoodputPosterior:
         # Per (bucket, K): weight, sum and sum of squares of the decode-only steps, the like
         # of the prior's cells, against which they are weighed.
         self.decode_only = tuple(np.zeros((nb, k_max + 1)) for _ in range(3))
-        self.rep_batch = np.array([representative_batch(config.bucket_edges, b) for b in range(nb)])
+        # A cell's representative B is its batch bucket's: the latency model has no context term,
+        # each context bucket's cells learn what context adds.
+        nc = config.num_context_buckets
+        self.rep_batch = np.array([representative_batch(config.bucket_edges, i // nc) for i in range(nb)])
         self._design = np.stack([latency_model.features(b, np.arange(k_max + 1)) for b in self.rep_batch])
         self._model_prior_precision = latency_fit.prior_precision(self._design, config.model_prior_strength)
         self._k_plus_1 = np.arange(k_max + 1) + 1.0

@@ -34,6 +34,14 @@ def fit_prior(config: GovernorConfig, prior: Prior) -> SufficientStats:
             f"prior bucket_edges={list(prior.bucket_edges)} differ from the governor's {list(config.bucket_edges)}."
         )
     stats = prior.stats.truncated(config.k_max) if prior.k_max > config.k_max else prior.stats.copy()
+    if tuple(prior.context_edges) != tuple(config.context_edges):
+        if len(prior.context_edges) > 1:
+            raise IncompatiblePriorError(
+                f"prior context_edges={list(prior.context_edges)} differ from the governor's "
+                f"{list(config.context_edges)}: refit or merge it with the same context edges."
+            )
+        # A prior learnt without context is each context bucket's starting point.
+        stats = stats.tiled_over_context(config.num_context_buckets)
     return stats.capped(prior.strength_cap)
 
 

@@ -40,6 +40,7 @@ def governor_prior(governor: BanditGovernor) -> Prior:
             p.strength_cap,
             p.latency_weights,
             dict(p.provenance),
+            cfg.context_edges,
         )
     return Prior(
         DrafterKey(cfg.drafter_class),
@@ -49,6 +50,7 @@ def governor_prior(governor: BanditGovernor) -> Prior:
         DEFAULT_STRENGTH,
         None,
         {"source": "flat"},
+        cfg.context_edges,
     )
 
 
@@ -119,7 +121,9 @@ def prior_from_snapshot(doc: dict, *, strength: float | None = None, name: str =
         else None,
         "previous_prior": old.provenance,
     }
-    return Prior(old.key, old.k_max, old.bucket_edges, stats, cap, governor.latency_weights(), provenance)
+    return Prior(
+        old.key, old.k_max, old.bucket_edges, stats, cap, governor.latency_weights(), provenance, old.context_edges
+    )
 
 
 def _key_text(key) -> str:
@@ -160,13 +164,13 @@ def merge_documents(docs: list[tuple[str, dict]]) -> dict:
                 f"cannot merge {name!r} (drafter class {p.key.drafter_class!r}) with {first_name!r} "
                 f"({first.key.drafter_class!r}): parameters never transfer across drafter classes."
             )
-        if p.k_max != first.k_max or p.bucket_edges != first.bucket_edges:
+        if (p.k_max, p.bucket_edges, p.context_edges) != (first.k_max, first.bucket_edges, first.context_edges):
             from banditk.core.errors import IncompatiblePriorError
 
-            raise IncompatiblePriorError(
-                f"cannot merge {name!r} (k_max={p.k_max}, bucket_edges={list(p.bucket_edges)}) with {first_name!r} "
-                f"(k_max={first.k_max}, bucket_edges={list(first.bucket_edges)})."
-            )
+            def shape(q):
+                return f"k_max={q.k_max}, bucket_edges={list(q.bucket_edges)}, context_edges={list(q.context_edges)}"
+
+            raise IncompatiblePriorError(f"cannot merge {name!r} ({shape(p)}) with {first_name!r} ({shape(first)}).")
     names = [name for name, _ in docs]
     if schemas == {PRIOR_SCHEMA}:
         stats = first.stats
@@ -180,6 +184,7 @@ def merge_documents(docs: list[tuple[str, dict]]) -> dict:
             max(p.strength_cap for _, p in priors),
             first.latency_weights,
             {"source": "merge", "merged": names, "created": now_iso()},
+            first.context_edges,
         )
         return prior_to_dict(merged)
     governors = [governor_from_snapshot(doc, name) for name, doc in docs]

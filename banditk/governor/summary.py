@@ -33,9 +33,10 @@ def prob_best(acc_a, acc_b, mn, kn, an, bn, samples: int, seed: int) -> np.ndarr
     return np.stack([np.bincount(best[:, i], minlength=k1) for i in range(best.shape[1])]) / samples
 
 
-def state_line(steps, k_counts, acc_a, acc_b, switches, goodput, seen, edges) -> str:
-    """One line for a server log: K histogram, acceptance per position, best K per visited bucket."""
+def state_line(steps, k_counts, acc_a, acc_b, switches, goodput, seen, labels) -> str:
+    """One line for a server log: K histogram, acceptance per position, best K per visited cell
+    (``labels``: each cell's name, :func:`banditk.core.buckets.cell_label`)."""
     hist = " ".join(f"{k}:{int(c)}" for k, c in enumerate(k_counts) if c)
     acc = " ".join(f"{v:.2f}" for v in acc_a / (acc_a + acc_b))
-    best = " ".join(f"B>={edges[i]}:K={int(np.argmax(goodput[i]))}({goodput[i].max():.1f}tok/s)" for i in seen)
+    best = " ".join(f"{labels[i]}:K={int(np.argmax(goodput[i]))}({goodput[i].max():.1f}tok/s)" for i in seen)
     return f"banditk steps={steps} K[{hist}] accept/pos[{acc}] switches={switches} best[{best}]"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from banditk.core.buckets import NO_CONTEXT_EDGES
 from banditk.core.drafters import check_drafter_class
 from banditk.posterior.stats import SufficientStats
 
@@ -56,6 +57,8 @@ class Prior:
             many observations once loaded, so live data can overrule the prior.
         latency_weights: parametric latency-model weights the cells came from, or None.
         provenance: where the prior came from (free-form JSON object).
+        context_edges: context bucket edges; the cells are (batch bucket x context bucket),
+            flat (:mod:`banditk.core.buckets`). ``(0,)``: one context bucket.
     """
 
     key: DrafterKey
@@ -65,6 +68,7 @@ class Prior:
     strength_cap: float = 200.0
     latency_weights: np.ndarray | None = None
     provenance: dict = field(default_factory=dict)
+    context_edges: tuple[int, ...] = NO_CONTEXT_EDGES
 
 
 def now_iso() -> str:

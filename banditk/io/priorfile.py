@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from banditk import __version__
+from banditk.core.buckets import check_context_edges
 from banditk.core.config import GovernorConfig
 from banditk.core.errors import ConfigError, DrafterClassMismatchError, PriorFormatError
 from banditk.io.atomic import atomic_write_text
@@ -129,6 +130,14 @@ def prior_from_dict(doc: dict, name: str = "<input>") -> Prior:
             raise PriorFormatError(
                 f"`bucket_edges` must be increasing positive integers from 1, got {doc.get('bucket_edges')!r}."
             ) from None
+        # Files from before context buckets have none: one context bucket, as they were learnt.
+        raw_ctx = doc.get("context_edges", [0])
+        try:
+            ctx_edges = check_context_edges(raw_ctx)
+        except ConfigError:
+            raise PriorFormatError(
+                f"`context_edges` must be increasing integers from 0 (at most 8), got {raw_ctx!r}."
+            ) from None
         cap = doc.get("strength_cap", DEFAULT_STRENGTH)
         if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap < MAX_STRENGTH:
             raise PriorFormatError(f"`strength_cap` must be a positive number, got {cap!r}.")
@@ -146,10 +155,10 @@ def prior_from_dict(doc: dict, name: str = "<input>") -> Prior:
         provenance = doc.get("provenance", {})
         if not isinstance(provenance, dict):
             raise PriorFormatError(f"`provenance` must be an object, got {provenance!r}.")
-        stats = SufficientStats.from_dict(doc.get("stats"), k_max, len(edges), "stats")
+        stats = SufficientStats.from_dict(doc.get("stats"), k_max, len(edges) * len(ctx_edges), "stats")
     except PriorFormatError as e:
         raise PriorFormatError(f"{name!r}: {e}") from None
-    return Prior(key, k_max, tuple(edges), stats, float(cap), weights, provenance)
+    return Prior(key, k_max, tuple(edges), stats, float(cap), weights, provenance, ctx_edges)
 
 
 def _is_number_list(v: object) -> bool:
@@ -194,6 +203,8 @@ def prior_to_dict(prior: Prior) -> dict:
         "drafter": prior.key.to_dict(),
         "k_max": prior.k_max,
         "bucket_edges": list(prior.bucket_edges),
+        # Written only when there are context buckets: a file without them reads as one.
+        **({"context_edges": list(prior.context_edges)} if len(prior.context_edges) > 1 else {}),
         "strength_cap": prior.strength_cap,
         "latency_model": {
             "features": list(FEATURES),

@@ -9,6 +9,7 @@ Priors and live data are both kept as (weighted) sufficient statistics, so that
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -124,6 +125,20 @@ class SufficientStats:
             self.prefill_rp + other.prefill_rp,
             self.prefill_pp + other.prefill_pp,
             *(getattr(self, f) + getattr(other, f) for f in MIXED_FIELDS),
+        )
+
+    def tiled_over_context(self, num_context: int) -> SufficientStats:
+        """Each batch bucket's cells copied into each of ``num_context`` context buckets (flat
+        cell ``b * num_context + c``): a prior learnt without context, as every context's prior."""
+        if num_context == 1:
+            return self.copy()
+        tile = lambda a: np.repeat(a, num_context, axis=0)  # noqa: E731
+        return dataclasses.replace(
+            self.copy(),
+            cell_n=tile(self.cell_n),
+            cell_sum=tile(self.cell_sum),
+            cell_sumsq=tile(self.cell_sumsq),
+            **{f: tile(getattr(self, f)) for f in MIXED_FIELDS},
         )
 
     def truncated(self, k_max: int) -> SufficientStats:

@@ -82,7 +82,12 @@ def _governor_for(path: Path):
     if _check_header(doc, str(path)) == SNAPSHOT_SCHEMA:
         return governor_from_snapshot(doc, str(path)), doc
     prior = prior_from_dict(doc, str(path))
-    cfg = GovernorConfig(drafter_class=prior.key.drafter_class, k_max=prior.k_max, bucket_edges=prior.bucket_edges)
+    cfg = GovernorConfig(
+        drafter_class=prior.key.drafter_class,
+        k_max=prior.k_max,
+        bucket_edges=prior.bucket_edges,
+        context_edges=prior.context_edges,
+    )
     return BanditGovernor(cfg, prior), doc
 
 

@@ -26,12 +26,15 @@ def posterior_table(governor: BanditGovernor, *, all_buckets: bool = False, samp
         f"{'bucket':>11} {'B~':>6} {'n':>7} " + " ".join(f"{f'K={k}':>16}" for k in range(cfg.k_max + 1)) + "  best"
     )
     lines.append(header)
-    edges = cfg.bucket_edges
+    edges, nc = cfg.bucket_edges, cfg.num_context_buckets
     for i in range(cfg.num_buckets):
         if not all_buckets and n[i].sum() == 0:
             continue
-        hi = f"{edges[i + 1] - 1}" if i + 1 < len(edges) else "+"
-        rng = f"{edges[i]}-{hi}" if hi != str(edges[i]) else f"{edges[i]}"
+        b, c = divmod(i, nc)
+        hi = f"{edges[b + 1] - 1}" if b + 1 < len(edges) else "+"
+        rng = f"{edges[b]}-{hi}" if hi != str(edges[b]) else f"{edges[b]}"
+        if nc > 1:
+            rng += f" L>={cfg.context_edges[c]}"
         cells = " ".join(f"{g[i, k]:>9.1f} ({pb[i, k]:.2f})" for k in range(cfg.k_max + 1))
         lines.append(
             f"{rng:>11} {governor.posterior.rep_batch[i]:>6.1f} {n[i].sum():>7.0f} {cells}  K={int(np.argmax(g[i]))}"
