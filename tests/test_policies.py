@@ -68,7 +68,11 @@ def test_bad_policy_specs(spec, pattern):
 
 def test_every_documented_spec_is_buildable():
     for spec in POLICY_SPECS:
-        concrete = spec.replace("fixed:K", "fixed:1").replace("table:[[lo,hi,K],...]", "table:[[1,8,3]]")
+        concrete = (
+            spec.replace("fixed:K", "fixed:1")
+            .replace("table:[[lo,hi,K],...]", "table:[[1,8,3]]")
+            .replace("table-ctx:[[bs_lo,bs_hi,ctx_lo,ctx_hi,K],...]", "table-ctx:[[1,8,0,2047,3],[1,8,2048,9999,1]]")
+        )
         if concrete.startswith("peer:") and "peer:sglang" not in SPECS:
             continue
         policy = make_policy(concrete, k_max=4, drafter_class="mtp")

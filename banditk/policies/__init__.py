@@ -1,7 +1,7 @@
 """Policies that choose K: the bandit governor and its baselines, behind one interface.
 
-``make_policy("bandit" | "nospec" | "fixed:K" | "table:[[lo,hi,K],...]" | "ucb" | "peer:...")``
-builds any of them.
+``make_policy("bandit" | "nospec" | "fixed:K" | "table:[[lo,hi,K],...]"
+| "table-ctx:[[bs_lo,bs_hi,ctx_lo,ctx_hi,K],...]" | "ucb" | "peer:...")`` builds any of them.
 """
 
 from __future__ import annotations
@@ -9,16 +9,26 @@ from __future__ import annotations
 from banditk.core.config import GovernorConfig
 from banditk.core.errors import ConfigError
 from banditk.policies.base import Policy
-from banditk.policies.static import FixedPolicy, NoSpecPolicy, TablePolicy
+from banditk.policies.static import ContextTablePolicy, FixedPolicy, NoSpecPolicy, TablePolicy
 from banditk.policies.ucb import UCBPolicy
 
-__all__ = ["Policy", "FixedPolicy", "NoSpecPolicy", "TablePolicy", "UCBPolicy", "make_policy", "POLICY_SPECS"]
+__all__ = [
+    "Policy",
+    "ContextTablePolicy",
+    "FixedPolicy",
+    "NoSpecPolicy",
+    "TablePolicy",
+    "UCBPolicy",
+    "make_policy",
+    "POLICY_SPECS",
+]
 
 POLICY_SPECS = (
     "bandit",
     "nospec",
     "fixed:K",
     "table:[[lo,hi,K],...]",
+    "table-ctx:[[bs_lo,bs_hi,ctx_lo,ctx_hi,K],...]",
     "ucb",
     "peer:sglang",
     "peer:vllm-adaptive-k",
@@ -32,7 +42,9 @@ def make_policy(
     """Build a policy from its name.
 
     Args:
-        spec: ``bandit``, ``nospec``, ``fixed:K``, ``table:[[lo,hi,K],...]``, ``ucb``,
+        spec: ``bandit``, ``nospec``, ``fixed:K``, ``table:[[lo,hi,K],...]``,
+            ``table-ctx:[[bs_lo,bs_hi,ctx_lo,ctx_hi,K],...]`` (batch size x mean context,
+            see :class:`~banditk.policies.static.ContextTablePolicy`), ``ucb``,
             ``peer:sglang`` or ``peer:vllm-adaptive-k``.
         k_max: the server's largest K.
         drafter_class: the drafter class.
@@ -63,6 +75,8 @@ def make_policy(
         return FixedPolicy(k, k_max=k_max)
     if spec.startswith("table:"):
         return TablePolicy(spec.split(":", 1)[1], k_max=k_max)
+    if spec.startswith("table-ctx:"):
+        return ContextTablePolicy(spec.split(":", 1)[1], k_max=k_max)
     if spec == "ucb":
         return UCBPolicy(k_max=k_max)
     if spec == "random":
