@@ -31,7 +31,7 @@ from banditk.policies.base import Policy
 from banditk.sim.acceptance import draw_request_acceptance, expected_tokens, sample_accepted
 from banditk.sim.hardware import get_hardware
 from banditk.sim.models import get_model
-from banditk.sim.scenario import Scenario, ScenarioError
+from banditk.sim.scenario import Scenario, ScenarioError, draw_prompt_tokens, prompt_bounds, prompt_mean
 from banditk.sim.step_time import StepCostModel
 from banditk.switch_counts import protocol_bucket
 
@@ -127,8 +127,14 @@ def kv_capacity_tokens(model_name: str, hardware_name: str, request_tokens: int,
 
 
 def default_kv_capacity(scn: Scenario) -> int:
-    """Tokens of KV cache left after weights at 90% memory utilisation (vLLM's default)."""
-    req = (scn.workload.get("prompt_tokens") or 0) + (scn.workload.get("output_tokens") or 0)
+    """Tokens of KV cache left after weights at 90% memory utilisation (vLLM's default).
+
+    A prompt-length distribution counts at its mean for the sliding-window share.
+    """
+    prompt = scn.workload.get("prompt_tokens") or 0
+    if isinstance(prompt, dict):
+        prompt = int(round(prompt_mean(prompt)))
+    req = prompt + (scn.workload.get("output_tokens") or 0)
     try:
         return kv_capacity_tokens(scn.model, scn.hardware, req)
     except ValueError as e:
@@ -164,6 +170,7 @@ class Simulator:
         self.mu = np.array(scenario.acceptance, dtype=float)
         self.disp = scenario.request_dispersion
         self.kv_cap = self.wl.get("kv_capacity_tokens") or default_kv_capacity(scenario)
+        self._check_capacity()
         open_loop = self.wl.get("arrival_rate") is not None or any(
             p.workload and p.workload.get("arrival_rate") is not None for p in scenario.phases
         )
@@ -176,6 +183,9 @@ class Simulator:
         self.out_len = np.zeros(s, dtype=np.int64)
         self.gen = np.zeros(s, dtype=np.int64)
         self.computed = np.zeros(s, dtype=np.int64)
+        # Each request's prefix-cache hit, fixed at admission: a phase that changes the
+        # workload's prefix leaves the requests already admitted with their own.
+        self.cached = np.zeros(s, dtype=np.int64)
         self.arrival = np.zeros(s)
         self.first = np.full(s, np.nan)
         self.order = np.zeros(s, dtype=np.int64)
@@ -192,6 +202,25 @@ class Simulator:
         self._rate: float | None = None
 
     # -- workload ---------------------------------------------------------
+    def _check_capacity(self) -> None:
+        """The KV cache must hold the longest request alone (with its lookahead), or the
+        scheduler would stall on it forever."""
+        wl, need, cur = self.wl, 0, dict(self.wl)
+        for ph in [None, *self.scn.phases]:
+            if ph is not None and ph.workload:
+                cur.update({k: v for k, v in ph.workload.items() if v is not None})
+            need = max(need, prompt_bounds(cur["prompt_tokens"])[1] + cur["output_tokens"] + 1 + self.k_max)
+        if self.kv_cap < need:
+            field_ = "workload.kv_capacity_tokens" if wl.get("kv_capacity_tokens") else "hardware"
+            raise ScenarioError(
+                f"{self.scn.name}: the KV cache holds {self.kv_cap} tokens (`{field_}`), fewer than the "
+                f"longest request needs ({need} tokens: prompt + output + lookahead); shorten "
+                "`workload.prompt_tokens` or raise `workload.kv_capacity_tokens`."
+            )
+
+    def _prefix_cached(self) -> int:
+        return int(self.wl.get("prefix_cached_tokens") or 0)
+
     def _draw_interarrival(self) -> float:
         return self.now + self.rng.exponential(1.0 / self.wl["arrival_rate"])
 
@@ -224,10 +253,17 @@ class Simulator:
 
     def _admit_new(self, slots: np.ndarray, arrivals: np.ndarray) -> None:
         self.state[slots] = WAITING
-        self.prompt[slots] = self.wl["prompt_tokens"]
+        prompt = self.wl["prompt_tokens"]
+        if isinstance(prompt, dict):
+            self.prompt[slots] = draw_prompt_tokens(prompt, slots.size, self.rng)
+        else:
+            self.prompt[slots] = prompt
         self.out_len[slots] = self.wl["output_tokens"]
         self.gen[slots] = 0
-        self.computed[slots] = 0
+        # A prefix-cache hit: vLLM starts the request at the cached length (the last prompt
+        # token is always computed).
+        self.cached[slots] = np.minimum(self._prefix_cached(), self.prompt[slots] - 1)
+        self.computed[slots] = self.cached[slots]
         self.arrival[slots] = arrivals
         self.first[slots] = np.nan
         self.order[slots] = np.arange(self._seq, self._seq + slots.size)
@@ -275,7 +311,17 @@ class Simulator:
     def _kv_used(self) -> int:
         dec = self.state == DECODE
         pre = self.state == PREFILL
-        return int((self.prompt[dec] + self.gen[dec]).sum() + self.computed[pre].sum())
+        used = int((self.prompt[dec] + self.gen[dec]).sum() + self.computed[pre].sum())
+        live = dec | pre
+        prefixes = self.cached[live]
+        if prefixes.any():
+            # A shared prefix's blocks are held once, whoever holds them: one prefix per
+            # distinct cached length (the requests of one workload phase share it).
+            held = np.minimum(prefixes, np.where(dec, self.prompt + self.gen, self.computed)[live])
+            for c in np.unique(prefixes[prefixes > 0]):
+                group = held[prefixes == c]
+                used += int(group.max()) - int(group.sum())
+        return used
 
     def _preempt_one(self) -> bool:
         live = np.flatnonzero((self.state == DECODE) | (self.state == PREFILL))
@@ -283,7 +329,7 @@ class Simulator:
             return False
         r = live[np.argmax(self.order[live])]
         self.state[r] = WAITING
-        self.computed[r] = 0
+        self.computed[r] = self.cached[r]
         return True
 
     def step(self, trace: Trace | None = None) -> None:
@@ -353,6 +399,7 @@ class Simulator:
                 queue_len=queue,
                 num_scheduled=n_sched,
                 prefill_tokens=int(chunks.sum()),
+                context_tokens=int(ctx_len.sum()),
             )
             decision = self.policy.select(ctx)
             k = int(decision.k)

@@ -140,6 +140,41 @@ HARDWARE: dict[str, HardwareProfile] = {
             "piecewise_launch_s": "assumed",
         },
     ),
+    # H100 NVL (one PCIe card of the NVL pair), the machine of vLLM #48944 / #49986. Efficiencies
+    # calibrated by experiments/repro_49986.py against #48944's Table 1 (Gemma-4-31B FP8, c=256).
+    "h100-nvl": HardwareProfile(
+        name="h100-nvl",
+        mem_bw=3.9e12,
+        bw_efficiency=0.90,
+        peak_flops=1671e12,
+        flops_efficiency=0.21,
+        overlap=0.8,
+        memory_bytes=94e9,
+        step_overhead_s=3.0e-3,
+        per_request_overhead_s=20e-6,
+        graph_launch_s=20e-6,
+        piecewise_launch_s=25e-6,
+        sources={
+            "mem_bw": "NVIDIA H100 NVL product brief: 3.9 TB/s HBM3 (not verified by search here)",
+            "bw_efficiency": "calibrated: #48944 Table 1 no-spec 2711.7 tok/s at ctx 400 and 1987.1 at ctx 900 "
+            "(c=256) with the model's bf16 KV cache (~0.9 MB per token): at the top of what HBM3 reaches, "
+            "so the simulator stays ~8% under the measured no-spec throughput at ctx 400 (a fp8 KV cache, "
+            "not known from the thread, would leave room)",
+            "peak_flops": "NVIDIA H100 NVL product brief: 1,671 TFLOP/s FP8 dense (835 BF16); the "
+            "checkpoint runs W8A8 FP8 GEMMs",
+            "flops_efficiency": "calibrated: #48944 Table 1 static K=3 at ctx 400 (2139.8 tok/s, 0.79x no-spec) "
+            "and the K=3/no-spec ratios of #49986 (-21%, -7%, ~0%, +10% at ctx 400/900/1900/4000): FP8 GEMMs "
+            "at M = 256-1024 rows on a 400 W PCIe card (clock-limited) plus attention FLOPs the roofline "
+            "does not count (head_dim 256/512) reach ~21% of peak",
+            "overlap": "calibrated: with 1.0 (time = max) K=3 turns a gain too early; 0.8 fits the gradual "
+            "crossover of #49986 (grid over 0.8/1.0 with bw 0.75-0.9 and flops 0.15-0.21)",
+            "memory_bytes": "NVIDIA H100 NVL product brief: 94 GB HBM3 (#49986: 93.6 GB)",
+            "step_overhead_s": "assumed: vLLM V1 scheduler + sampler at 256 requests",
+            "per_request_overhead_s": "assumed",
+            "graph_launch_s": "assumed: as h200",
+            "piecewise_launch_s": "assumed: as h200",
+        },
+    ),
     "8xh200": HardwareProfile(
         name="8xh200",
         mem_bw=8 * 4.8e12,

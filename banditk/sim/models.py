@@ -69,6 +69,7 @@ class ModelProfile:
         drafters: drafter class -> cost shape. Empty for models served without
             a configured speculative mechanism.
         sources: field -> source.
+        max_model_len: the model's context limit in tokens (0: not known, no limit checked).
     """
 
     name: str
@@ -87,6 +88,7 @@ class ModelProfile:
     routing_token_exponent: float = 1.0
     drafters: dict[str, DrafterProfile] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    max_model_len: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -408,6 +410,65 @@ _add(
                 "swa_kv_bytes_per_token",
                 "swa_window",
             )
+        },
+    )
+)
+# Gemma 4 31B (dense), the FP8 checkpoint of vLLM #48944 / #49986 (`prithivMLmods/gemma-4-31B-it-qat-FP8`)
+# with its assistant drafter (`google/gemma-4-31B-it-qat-q4_0-unquantized-assistant`, vLLM's
+# Gemma 4 MTP path, #41745): 60 layers, 50 sliding-window (window 1024, 16 KV heads x 256) and
+# 10 global (4 KV heads x 512), hidden 5376, MLP 21504, 262,144-token vocabulary (tied).
+_G4_HIDDEN, _G4_MLP, _G4_VOCAB = 5376, 21504, 262144
+_G4_MLP_PARAMS = 3 * _G4_HIDDEN * _G4_MLP  # gate, up, down
+_G4_SWA_ATTN = _G4_HIDDEN * 32 * 256 * 2 + _G4_HIDDEN * 16 * 256 * 2  # q, o (32 heads x 256) + k, v
+_G4_GLOBAL_ATTN = _G4_HIDDEN * 32 * 512 * 2 + _G4_HIDDEN * 4 * 512  # q, o (32 heads x 512) + shared k = v
+_G4_BODY = 50 * (_G4_MLP_PARAMS + _G4_SWA_ATTN) + 10 * (_G4_MLP_PARAMS + _G4_GLOBAL_ATTN)
+_G4_SRC = "vLLM #39407 (Gemma 4 31B: 50 sliding layers window 1024, head_dim 256, 16 KV heads; 10 global, head_dim 512, 4 KV heads, k_eq_v)"
+_add(
+    ModelProfile(
+        name="gemma-4-31B-it-qat-FP8",
+        n_layers=60,
+        total_params=float(_G4_BODY),
+        active_params=float(_G4_BODY),
+        n_experts=0,
+        top_k=0,
+        bytes_per_param=1.0,
+        lm_head_params=float(_G4_VOCAB * _G4_HIDDEN),
+        lm_head_bytes_per_param=2.0,
+        kv_bytes_per_token=10 * 2 * 4 * 512 * 2,
+        swa_kv_bytes_per_token=50 * 2 * 16 * 256 * 2,
+        swa_window=1024,
+        max_model_len=262144,
+        drafters={
+            "mtp-external": DrafterProfile(
+                drafter_class="mtp-external",
+                params=0.45e9,
+                bytes_per_param=2.0,
+                n_layers=4,
+                shares_lm_head=True,
+                sources={
+                    "params": "assumed: 4 decoder layers at hidden 5376 with Q-only attention (vLLM #41745: the "
+                    "assistant shares the target's KV cache), ~0.45B; 'unquantized' checkpoint, bf16",
+                    "n_layers": "assumed: 4 layers",
+                    "shares_lm_head": "assumed: the 262k-vocabulary head is read by every draft forward "
+                    "(no centroid masking on the 31B assistant, vLLM #41745)",
+                },
+            ),
+            "ngram": _ngram(),
+            "suffix": _ngram("suffix"),
+        },
+        sources={
+            "n_layers": _G4_SRC,
+            "total_params": "derived: " + _G4_SRC + "; hidden 5376 and MLP 21504 from modular #6814; "
+            "32 query heads assumed; ~29.3B without the embedding",
+            "active_params": "dense",
+            "bytes_per_param": "vLLM #48944: FP8 (W8A8) checkpoint gemma-4-31B-it-qat-FP8",
+            "lm_head_params": "derived: 262,144 vocabulary (Gemma 3/4 tokenizer) x hidden 5376, tied embedding",
+            "lm_head_bytes_per_param": "assumed: the tied embedding / LM head stays bf16 in the FP8 checkpoint",
+            "kv_bytes_per_token": "derived: " + _G4_SRC + "; K and V both stored (assumed), bf16 cache (vLLM default)",
+            "swa_kv_bytes_per_token": "derived: 50 sliding layers x K,V x 16 heads x 256 x bf16 "
+            "(turboderp, exllamav3 #191: ~800 kB per token naive)",
+            "swa_window": _G4_SRC,
+            "max_model_len": "tenstorrent tt-metal #43347: 256k context for Gemma 4 31B (262,144)",
         },
     )
 )

@@ -5,6 +5,9 @@
 every policy that changes K per step needs vLLM's dynamic-K mode, which runs
 the scenario's ``dynamic_cudagraph`` (PIECEWISE by default).
 
+``bandit+context`` is the bandit with context buckets
+(:data:`banditk.core.buckets.DEFAULT_CONTEXT_EDGES`): K follows the batch's mean context too.
+
 ``peer:vllm-adaptive-k`` is capped by the table a governed server installs to
 enable dynamic K (``[[1, max_num_seqs, K_max]]``, i.e. no cap), not by the
 scenario's ``table``: that table's collapse is measured by the ``table`` policy.
@@ -24,10 +27,12 @@ from banditk.sim.scenario import Scenario
 SIM_POLICY_SPECS = (
     "bandit",
     "bandit+prior",
+    "bandit+context",
     "nospec",
     "fixed:K",
     "table",
     "table:[[lo,hi,K],...]",
+    "table-ctx:[[bs_lo,bs_hi,ctx_lo,ctx_hi,K],...]",
     "ucb",
     "peer:sglang",
     "peer:vllm-adaptive-k",
@@ -114,17 +119,19 @@ def build_policy(spec: str, scn: Scenario, *, seed: int = 0, prior_path: str | P
                 f"drafter class {cls!r} on {scn.hardware!r} under priors/."
             )
     prior = None
-    if prior_path is not None and spec in ("bandit", "bandit+prior"):
+    if prior_path is not None and spec in ("bandit", "bandit+prior", "bandit+context"):
         from banditk.io.priorfile import load_prior
 
         prior = load_prior(prior_path, drafter_class=cls, k_max=k_max)
-    base = "bandit" if spec == "bandit+prior" else spec
-    pol = make_policy(base, k_max=k_max, drafter_class=cls, seed=seed, prior=prior)
-    if spec == "bandit+prior":
-        try:
-            pol.name = "bandit+prior"
-        except AttributeError:
-            pass
+    config = None
+    if spec == "bandit+context":
+        from banditk.core.buckets import DEFAULT_CONTEXT_EDGES
+
+        config = {"context_edges": DEFAULT_CONTEXT_EDGES}
+    base = "bandit" if spec in ("bandit+prior", "bandit+context") else spec
+    pol = make_policy(base, k_max=k_max, drafter_class=cls, seed=seed, prior=prior, config=config)
+    if spec != base:
+        pol.name = spec
     nospec = bool(getattr(pol, "disables_speculation", False))
     static = base.startswith("fixed:") or nospec
     return SimPolicy(spec, pol, not nospec, not static)

@@ -16,12 +16,29 @@ open loop). Optional fields: ``workload.max_num_seqs`` (256),
 ``workload.max_num_batched_tokens`` (8192), ``workload.kv_capacity_tokens``
 (derived from device memory when absent), ``table`` (the vLLM batch-size table
 used by the ``table`` policy, default ``[[1,4,2],[5,512,0]]`` scaled to k_max),
+``workload.prefix_cached_tokens`` (0: the first N tokens of every prompt are one prefix
+shared by all requests and held once in vLLM's prefix cache, as in vLLM's ``prefix_repetition``
+benchmark: they are neither prefilled again nor counted per request against the KV cache, but
+attention still reads them for every request), ``workload.max_model_len`` (the model profile's
+context limit when absent: no request's prompt plus output may exceed it),
 ``noise_cv`` (0.03, step-time noise: the log-normal spread of one step), ``noise_ar1`` (0: the
 lag-1 correlation of that noise from step to step, a clock whose speed drifts), ``noise_spike_p``
 and ``noise_spike_mean`` (0: the share of steps that stall, and a stall's mean extra time as a
 fraction of the step, exponential), ``dynamic_cudagraph`` ("PIECEWISE": the
 mode vLLM's dynamic-K server runs in), ``warmup_steps`` (200).
 Every error names the field and shows the value.
+
+``workload.prompt_tokens`` is an integer (every request the same) or a distribution drawn per
+request at admission with the simulator's seeded generator (deterministic under a seed):
+
+- ``{"mix": [[400, 1], [4000, 1]]}``: a prompt of 400 or 4,000 tokens, weights relative
+  (normalised to sum 1; each weight > 0, tokens >= 1);
+- ``{"lognormal": {"median": 1000, "sigma": 1.0, "max": 32768}}``: a long tail,
+  ``round(median * exp(sigma * N(0, 1)))`` clipped to ``[min, max]`` (``min`` optional, 1).
+
+A phase may change ``prompt_tokens`` (e.g. short prompts first, then long ones): requests
+admitted from its ``at_step`` on draw from the new one. An integer ``prompt_tokens`` draws
+nothing, so such a scenario replays exactly as before the distributions existed.
 """
 
 from __future__ import annotations
@@ -32,6 +49,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from banditk.core.drafters import DRAFTER_CLASSES
 from banditk.core.errors import ConfigError
@@ -70,6 +89,8 @@ _WORKLOAD = {
     "max_num_seqs",
     "max_num_batched_tokens",
     "kv_capacity_tokens",
+    "prefix_cached_tokens",
+    "max_model_len",
 }
 
 
@@ -129,6 +150,103 @@ def _dispersion(d: dict, where: str, prefix: str, default: float) -> float:
     return _num(d, "request_dispersion", where, prefix, 0.0)
 
 
+def _positive_int(v: Any, where: str, field_: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _fail(where, field_, v, "must be an integer.")
+    if v < 1:
+        raise _fail(where, field_, v, "must be >= 1.")
+    return v
+
+
+def parse_prompt_tokens(v: Any, where: str = "scenario", field_: str = "workload.prompt_tokens") -> int | dict:
+    """Validate ``prompt_tokens``: an integer, ``{"mix": ...}`` or ``{"lognormal": ...}``.
+
+    Returns the integer, or the distribution in a normal form (mix weights summing to 1,
+    lognormal with ``min``). Raises :class:`ScenarioError` naming the field and the value.
+
+    >>> parse_prompt_tokens({"mix": [[400, 1], [4000, 3]]})
+    {'mix': [[400, 0.25], [4000, 0.75]]}
+    >>> parse_prompt_tokens({"lognormal": {"median": 900, "sigma": 0.5, "max": 8192}})
+    {'lognormal': {'median': 900, 'sigma': 0.5, 'max': 8192, 'min': 1}}
+    """
+    if not isinstance(v, dict):
+        return _positive_int(v, where, field_)
+    if len(v) != 1 or next(iter(v)) not in ("mix", "lognormal"):
+        raise _fail(
+            where,
+            field_,
+            v,
+            'must be an integer, {"mix": [[tokens, weight], ...]} or '
+            '{"lognormal": {"median": N, "sigma": s, "max": M}}.',
+        )
+    kind, body = next(iter(v.items()))
+    f = f"{field_}.{kind}"
+    if kind == "mix":
+        if not isinstance(body, list) or not body:
+            raise _fail(where, f, body, "must be a non-empty list of [tokens, weight] pairs.")
+        rows = []
+        for i, row in enumerate(body):
+            if not isinstance(row, list) or len(row) != 2:
+                raise _fail(where, f"{f}[{i}]", row, "must be a [tokens, weight] pair.")
+            tok = _positive_int(row[0], where, f"{f}[{i}][0]")
+            w = row[1]
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
+                raise _fail(where, f"{f}[{i}][1]", w, "must be a weight > 0.")
+            rows.append([tok, float(w)])
+        total = sum(w for _, w in rows)
+        return {"mix": [[t, w / total] for t, w in rows]}
+    if not isinstance(body, dict):
+        raise _fail(where, f, body, 'must be an object {"median": N, "sigma": s, "max": M}.')
+    _unknown(body, {"median", "sigma", "max", "min"}, where, f + ".")
+    median = _num(body, "median", where, f + ".", 0.0)
+    sigma = _num(body, "sigma", where, f + ".", 0.0, strict=False)
+    hi = _int(body, "max", where, f + ".", 1)
+    lo = _int(body, "min", where, f + ".", 1, 1)
+    if lo > hi:
+        raise _fail(where, f + ".min", lo, f"must be <= `{f}.max`={hi}.")
+    if not lo <= median <= hi:
+        raise _fail(where, f + ".median", body["median"], f"must lie in [min={lo}, max={hi}].")
+    return {"lognormal": {"median": body["median"], "sigma": sigma, "max": hi, "min": lo}}
+
+
+def prompt_bounds(spec: int | dict) -> tuple[int, int]:
+    """Smallest and largest prompt a ``prompt_tokens`` value can draw."""
+    if isinstance(spec, dict):
+        if "mix" in spec:
+            toks = [t for t, _ in spec["mix"]]
+            return min(toks), max(toks)
+        ln = spec["lognormal"]
+        return int(ln["min"]), int(ln["max"])
+    return int(spec), int(spec)
+
+
+def prompt_mean(spec: int | dict) -> float:
+    """Expected prompt length of a ``prompt_tokens`` value (lognormal: before clipping, then clipped)."""
+    if isinstance(spec, dict):
+        if "mix" in spec:
+            return float(sum(t * w for t, w in spec["mix"]))
+        ln = spec["lognormal"]
+        m = ln["median"] * math.exp(0.5 * ln["sigma"] ** 2)
+        return float(min(max(m, ln["min"]), ln["max"]))
+    return float(spec)
+
+
+def draw_prompt_tokens(spec: dict, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` prompt lengths from a distribution (a dict of :func:`parse_prompt_tokens`).
+
+    >>> spec = parse_prompt_tokens({"mix": [[400, 1], [4000, 1]]})
+    >>> sorted(set(draw_prompt_tokens(spec, 50, np.random.default_rng(0)).tolist()))
+    [400, 4000]
+    """
+    if "mix" in spec:
+        toks = np.array([t for t, _ in spec["mix"]], dtype=np.int64)
+        p = np.array([w for _, w in spec["mix"]], dtype=float)
+        return toks[rng.choice(toks.size, size=n, p=p / p.sum())]
+    ln = spec["lognormal"]
+    x = np.rint(ln["median"] * np.exp(ln["sigma"] * rng.standard_normal(n)))
+    return np.clip(x, ln["min"], ln["max"]).astype(np.int64)
+
+
 def _workload(w: Any, where: str, prefix: str, base: dict | None) -> dict:
     if not isinstance(w, dict):
         raise _fail(where, prefix.rstrip("."), w, "must be an object.")
@@ -150,8 +268,12 @@ def _workload(w: Any, where: str, prefix: str, base: dict | None) -> dict:
         ("max_num_seqs", 1, 256),
         ("max_num_batched_tokens", 1, 8192),
         ("kv_capacity_tokens", 1, None),
+        ("prefix_cached_tokens", 0, 0),
+        ("max_model_len", 1, None),
     ):
-        if key in w:
+        if key == "prompt_tokens" and key in w:
+            out[key] = parse_prompt_tokens(w[key], where, prefix + key)
+        elif key in w:
             out[key] = _int(w, key, where, prefix, lo)
         elif base is None:
             if dflt is None and key in ("prompt_tokens", "output_tokens"):
@@ -176,6 +298,33 @@ def _table(v: Any, where: str, k_max: int) -> list[list[int]]:
         if not 0 <= k <= k_max:
             raise _fail(where, f"table[{i}][2]", k, f"must be in [0, k_max={k_max}].")
     return [list(r) for r in v]
+
+
+def _check_context(wl: dict, phases: list, model_limit: int, where: str) -> None:
+    """Every workload in force (the base, then each phase on top) fits the context limit, and
+    the shared prefix is shorter than every prompt."""
+    cur = dict(wl)
+    for i, ph in enumerate([None, *phases]):
+        pre = "workload." if ph is None else f"phases[{i - 1}].workload."
+        if ph is not None:
+            if not ph.workload:
+                continue
+            cur.update({k: v for k, v in ph.workload.items() if v is not None})
+        lo, hi = prompt_bounds(cur["prompt_tokens"])
+        limit = cur.get("max_model_len") or model_limit
+        if limit and hi + cur["output_tokens"] > limit:
+            raise ScenarioError(
+                f"{where}: `{pre}prompt_tokens`={cur['prompt_tokens']!r} (up to {hi} tokens) plus "
+                f"`output_tokens`={cur['output_tokens']} exceeds the context limit max_model_len={limit}."
+            )
+        cached = cur.get("prefix_cached_tokens") or 0
+        if cached >= lo:
+            raise _fail(
+                where,
+                pre + "prefix_cached_tokens",
+                cached,
+                f"must be shorter than the shortest prompt ({lo} tokens of `prompt_tokens`).",
+            )
 
 
 @dataclass
@@ -302,6 +451,7 @@ def parse_scenario(data: Any, where: str = "scenario") -> Scenario:
             ph.workload = _workload(p["workload"], where, pre + "workload.", {})
         phases.append(ph)
     phases.sort(key=lambda ph: ph.at_step)
+    _check_context(wl, phases, MODELS[model].max_model_len, where)
     return Scenario(
         name=name,
         hardware=hw,
