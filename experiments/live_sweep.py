@@ -61,6 +61,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--agreement", type=float, default=0.8, help="draft/target agreement (acceptance per position)")
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=64)
+    p.add_argument(
+        "--max-model-len",
+        type=int,
+        default=512,
+        help="the servers' max_model_len on CPU (default %(default)s); raise it with --input-len for long prompts",
+    )
+    p.add_argument(
+        "--kv-cache-mb",
+        type=int,
+        default=256,
+        help="each server's KV cache on CPU, MiB (default %(default)s: enough for 16 x 512 tokens of the "
+        "default models); long prompts at concurrency C need about C x (input + output) x 40 KiB",
+    )
     p.add_argument("--min-requests", type=int, default=32)
     p.add_argument("--min-seconds", type=float, default=60.0)
     p.add_argument("--max-num-seqs", type=int, default=32)
@@ -192,6 +205,7 @@ def build_models(args) -> tuple[str, str]:
         agreement=args.agreement,
         target=TinyModelSpec(num_layers=args.target_layers, hidden_size=args.hidden, num_heads=heads),
         draft=TinyModelSpec(num_layers=args.draft_layers, hidden_size=args.hidden, num_heads=heads),
+        max_position_embeddings=max(1024, args.max_model_len),
     )
     return pair.target, pair.draft
 
@@ -353,10 +367,10 @@ def make_server(policy: str, args, target: str, draft: str) -> tuple[VllmServer,
             "--dtype",
             "float32",
             "--max-model-len",
-            "512",
+            str(args.max_model_len),
             "--enforce-eager",
             "--kv-cache-memory-bytes",
-            str(256 << 20),
+            str(args.kv_cache_mb << 20),
         ]
     else:
         env = {"VLLM_CACHE_ROOT": str(cache)}
@@ -458,6 +472,8 @@ def build_report(points: list[dict], args, made_by: dict) -> dict:
             "k_max": args.k_max,
             "input_len": args.input_len,
             "output_len": args.output_len,
+            "max_model_len": args.max_model_len,
+            "kv_cache_mb": args.kv_cache_mb,
             "min_requests": args.min_requests,
             "min_seconds": args.min_seconds,
             "table": args.table,

@@ -114,6 +114,12 @@ def sim_steps() -> list[Step]:
     steps = [
         Step("repro-49548", "experiments/repro_49548.py", ("--out", "results/repro-49548"),
              ("--quick", "--workers", "1", "--out", "{q}/repro-49548"), "results/repro-49548"),
+        Step("repro-49986", "experiments/repro_49986.py", ("--out", "results/repro-49986"),
+             ("--quick", "--workers", "1", "--out", "{q}/repro-49986"), "results/repro-49986", minutes=1,
+             note="K=3 vs no speculation by context length (H100 NVL, Gemma-4-31B FP8, c=256)"),
+        Step("context-mix", "experiments/context_mix.py", ("--out", "results/context-mix"),
+             ("--quick", "--workers", "1", "--out", "{q}/context-mix"), "results/context-mix", minutes=4,
+             note="bandit+context against bandit where the context moves (H100 NVL, Gemma-4-31B FP8)"),
         Step("calibrate-cpu", "experiments/calibrate_cpu.py", ("--out", "results/calibrate-cpu"),
              ("--out", "{q}/calibrate-cpu"), "results/calibrate-cpu", minutes=1),
     ]  # fmt: skip

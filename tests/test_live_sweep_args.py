@@ -1,5 +1,6 @@
 """experiments/live_sweep.py's policy list: every name its --help lists is one it runs."""
 
+import dataclasses
 import importlib.util
 from pathlib import Path
 
@@ -20,3 +21,25 @@ def test_a_bare_table_is_the_table_flag_and_every_policy_builds_a_config(tmp_pat
     assert args.policies == ["nospec", "table:[[1,4,2],[5,256,0]]", "bandit"]
     for policy in args.policies:  # the sweep died here, after running every earlier policy
         speculative_config(policy, draft="/draft", k_max=args.k_max, work_dir=tmp_path)
+
+
+def test_bandit_context_reaches_the_governor_with_the_shipped_context_edges(tmp_path):
+    from banditk.adapter.policy_factory import governor_config_dict
+    from banditk.adapter.settings import split_speculative_config
+    from banditk.core.buckets import DEFAULT_CONTEXT_EDGES
+    from banditk.core.config import GovernorConfig
+    from banditk.live.policies import speculative_config
+
+    spec = speculative_config("bandit+context", draft="/draft", k_max=3, work_dir=tmp_path)
+    _, settings = split_speculative_config(spec)
+    settings = dataclasses.replace(settings, k_max=3, method="draft_model")
+    cfg = GovernorConfig.from_dict(governor_config_dict(settings))
+    assert cfg.context_edges == DEFAULT_CONTEXT_EDGES and cfg.num_buckets == 3 * len(cfg.bucket_edges)
+    assert "context_edges" not in speculative_config("bandit", draft="/d", k_max=3)["governor_config"]
+
+
+def test_long_prompts_get_their_model_length_and_kv_cache_recorded():
+    args = live_sweep.parse_args(["--input-len", "3000", "--max-model-len", "4096", "--kv-cache-mb", "768"])
+    assert (args.input_len, args.max_model_len, args.kv_cache_mb) == (3000, 4096, 768)
+    default = live_sweep.parse_args([])
+    assert (default.max_model_len, default.kv_cache_mb) == (512, 256)

@@ -4,7 +4,8 @@
 vLLM's own batch-size table; ``pinned:K`` is banditk's plugin pinned to K (vLLM's dynamic-K
 mode and the governed scheduler, no learning: it prices the mode against ``fixed:K``);
 ``bandit`` is banditk through its plugin (one flag), with
-``bandit+prior`` starting from a prior file; ``random`` draws every K at random, to record
+``bandit+prior`` starting from a prior file and ``bandit+context`` with context buckets
+(:data:`banditk.core.buckets.DEFAULT_CONTEXT_EDGES`); ``random`` draws every K at random, to record
 telemetry a prior is fitted from.
 """
 
@@ -51,7 +52,7 @@ def speculative_config(
         if work_dir is not None:
             gc["telemetry_log"] = str(work_dir / "telemetry.jsonl")
         return {**base, "governor": "random", "governor_config": gc}
-    if policy in ("bandit", "bandit+prior"):
+    if policy in ("bandit", "bandit+prior", "bandit+context"):
         gc: dict = {"seed": seed, "state_log_interval_s": 10}
         if work_dir is not None:
             gc["telemetry_log"] = str(work_dir / "telemetry.jsonl")
@@ -61,10 +62,14 @@ def speculative_config(
             if prior is None:
                 raise ConfigError("live policy 'bandit+prior' needs a prior file.")
             gc["prior"] = str(prior)
+        if policy == "bandit+context":
+            from banditk.core.buckets import DEFAULT_CONTEXT_EDGES
+
+            gc["context_edges"] = list(DEFAULT_CONTEXT_EDGES)
         return {**base, "governor": "bandit", "governor_config": gc}
     raise ConfigError(
         f"Unknown live policy {policy!r}; expected nospec, fixed:K, pinned:K, table:[[lo,hi,K],...], bandit, "
-        "bandit+prior, random."
+        "bandit+prior, bandit+context, random."
     )
 
 

@@ -290,10 +290,14 @@ def build_pair(
     draft: TinyModelSpec = TinyModelSpec(num_layers=1),
     vocab_size: int = 512,
     seed: int = 0,
+    max_position_embeddings: int = 1024,
 ) -> TinyPair:
-    """Build tokenizer, cyclic target and partial-agreement draft under ``root`` (cached by content)."""
+    """Build tokenizer, cyclic target and partial-agreement draft under ``root`` (cached by content;
+    ``max_position_embeddings`` above 1024 for long prompts)."""
     root = Path(root)
     tag = f"v{vocab_size}-s{seed}-p{agreement}-t{target.num_layers}x{target.hidden_size}-d{draft.num_layers}x{draft.hidden_size}"
+    if max_position_embeddings != 1024:  # the default keeps the paths models were built at
+        tag += f"-pos{max_position_embeddings}"
     tdir, ddir, kdir = root / f"target-{tag}", root / f"draft-{tag}", root / f"tokenizer-v{vocab_size}"
     if not (kdir / "tokenizer.json").exists():
         build_tokenizer(kdir, vocab_size)
@@ -303,7 +307,7 @@ def build_pair(
     f = cycle_map(vocab, len(SPECIAL_TOKENS), seed)
     g = partial_map(f, agreement, len(SPECIAL_TOKENS), seed)
     if not (tdir / "config.json").exists():
-        build_cyclic_model(tdir, f, target, kdir, seed)
+        build_cyclic_model(tdir, f, target, kdir, seed, max_position_embeddings)
     if not (ddir / "config.json").exists():
-        build_cyclic_model(ddir, g, draft, kdir, seed + 100)
+        build_cyclic_model(ddir, g, draft, kdir, seed + 100, max_position_embeddings)
     return TinyPair(str(tdir), str(ddir), f, g, agreement)
