@@ -162,7 +162,23 @@ def live_steps() -> list[Step]:
              ("--live", "{q}/live", "--seeds", "1", "--out", "{q}/sim-vs-real"), "results/sim-vs-real",
              needs=("vllm",), minutes=5,
              note="calibrates on the live sweep's telemetry (results/live/runs/, not committed)"),
+        *(Step(f"live-context-{kind}", "experiments/live_sweep.py",
+               ("--fresh", "--out", f"results/live-context-{kind}", *CONTEXT_POINT, *args),
+               ("--quick", "--fresh", "--out", f"{{q}}/live-context-{kind}", *args[:2]),
+               f"results/live-context-{kind}", needs=("vllm",), minutes=minutes,
+               note=f"{kind} prompts at concurrency 4, next to the other one (issue 17)")
+          for kind, args, minutes in (
+              ("short", ("--input-len", "128"), 10),
+              ("long", ("--input-len", "3000", "--max-model-len", "4096", "--kv-cache-mb", "768"), 20),
+          )),
     ]  # fmt: skip
+
+
+#: The live context points: the same concurrency, policies and output length for short and long prompts.
+CONTEXT_POINT = (
+    "--concurrency", "4", "--output-len", "200", "--min-requests", "16",
+    "--policies", "nospec,fixed:1,fixed:2,fixed:3,bandit,bandit+context",
+)  # fmt: skip
 
 
 def prior_steps(refit: bool) -> list[Step]:
