@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from banditk.io.priorfile import load_prior
 from banditk.sim.checks import THRESHOLDS
 from banditk.sim.policies import find_shipped_prior
 from banditk.sim.run import run_policy
@@ -56,6 +57,9 @@ def main() -> int:
         scn = load_scenario(p)
         steps = a.steps or scn.steps
         prior = a.prior or (str(find_shipped_prior(scn)) if find_shipped_prior(scn) else None)
+        if prior and load_prior(prior).k_max < scn.k_max:  # a shipped prior of a smaller K_max does not apply
+            print(f"{p}: prior {prior} covers a smaller K_max than the scenario's {scn.k_max}; no bandit+prior")
+            prior = None
         pols = ["bandit", "ucb", "table"] + [f"fixed:{k}" for k in range(1, scn.k_max + 1)]
         if prior:
             pols.append("bandit+prior")
