@@ -6,8 +6,9 @@
 
 The block sits between ``<!-- results:begin -->`` and ``<!-- results:end -->``; where README.md
 has no markers yet, a "## Results" section holding them goes after "## Two commands for a fresh
-machine". It holds two tables: the live sweep (``live/report.json``: real vLLM, the bandit per
-concurrency point) and the simulator sweeps (``sweep-*/report.json``, one row per scenario);
+machine". It holds the live sweep (``live/report.json``: real vLLM, the bandit per concurrency
+point), the simulator sweeps (``sweep-*/report.json``, one row per scenario) and, where their
+reports exist, the context-length runs (``repro-49986``, ``context-mix``, ``live-context-*``);
 each names its report and the report's commit. A metric a report lacks is shown as "-"; a report
 whose structure is wrong (no ``points`` list, no ``results`` object) is an error naming the file
 and the field. The same reports always give the same bytes.
@@ -331,14 +332,112 @@ def scenario_name(rel: str) -> str:
     return folder.removeprefix("sweep-")
 
 
+# ---- context length -------------------------------------------------------------------------------
+
+REPRO_49986 = "repro-49986/report.json"
+CONTEXT_MIX = "context-mix/report.json"
+LIVE_CONTEXT = ("live-context-short/report.json", "live-context-long/report.json")
+
+
+def render_repro_49986(report: dict, rel: str) -> str:
+    """#49986 on the simulator: K = 3 against no speculation per context, the crossover, the bandit."""
+    points = field(report, "points", dict, rel)
+    ctxs = sorted(points, key=int)
+    sim = " / ".join(fmt(number(dig(points, c, "fixed3_vs_nospec")), "+.1%") for c in ctxs)
+    issue = " / ".join(fmt(number(dig(points, c, "issue_fixed3_vs_nospec")), "+.0%") for c in ctxs)
+    bandit = " / ".join(fmt(number(dig(points, c, "bandit_vs_best_fixed")), ".3f", "x") for c in ctxs)
+    cross = number(dig(report, "crossover", "sim"))
+    return (
+        f"`{rel}` ({provenance_of(report)}; checks: {tally(checks_of(report, rel))}): vLLM #49986 on the "
+        f"simulator (H100 NVL, Gemma-4-31B FP8, concurrency 256). Static K = 3 against no speculation at "
+        f"{' / '.join(ctxs)} tokens of context: {sim} (#49986: {issue}); K = 3 starts to win at "
+        f"{fmt(cross, '.0f')} tokens (#49986: about 1,900); `bandit` / the best fixed K: {bandit}."
+    )
+
+
+def render_context_mix(report: dict, rel: str) -> str:
+    """bandit+context against bandit where the context moves, per workload and concurrency."""
+    lines = [
+        f"`{rel}` ({provenance_of(report)}; checks: {tally(checks_of(report, rel))}): where the context moves, "
+        "`bandit+context` (context buckets) against `bandit`, and each against the best of nospec and fixed K; "
+        "`table-ctx` is a batch x context table tuned on the stationary contexts.",
+        "",
+        "| workload | C | bandit+context / bandit | bandit / best | bandit+context / best | table-ctx / best "
+        "| best K at short, long context |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for key, r in field(report, "results", dict, rel).items():
+        name, _, c = key.partition("/c")
+        best = dig(r, "best_fixed_short_long")
+        cells = (
+            name,
+            c,
+            fmt(number(r.get("context_vs_flat")), ".3f", "x"),
+            *(fmt(number(dig(r, "vs_best_fixed", p)), ".3f", "x") for p in ("bandit", "bandit+context", "table-ctx")),
+            ", ".join(best) if isinstance(best, list) and all(isinstance(b, str) for b in best) else "-",
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render_live_context(reports: list[tuple[str, dict]]) -> str:
+    """The live context points: short and long prompts at one concurrency, bandit and bandit+context."""
+    lines = [
+        "Real vLLM on CPU, short and long prompts at the same concurrency ("
+        + ", ".join(f"`{rel}`, {provenance_of(r)}" for rel, r in reports)
+        + "):",
+        "",
+        "| prompt tokens | C | best fixed K (tok/s) | bandit / best | bandit+context / best "
+        "| oscillations / 1k bandit, bandit+context |",
+        "|---:|---:|---|---:|---:|---|",
+    ]
+    for rel, report in reports:
+        prompt = dig(report, "setup", "input_len")
+        for c, pols in sorted(live_points(report, rel).items()):
+            name, thr = best_fixed(pols)
+            rel_of = [ratio(number(dig(pols, p, "throughput_tok_s")), thr) for p in ("bandit", "bandit+context")]
+            osc = [fmt(number(dig(pols, p, "oscillations_per_1000")), ".1f") for p in ("bandit", "bandit+context")]
+            cells = (
+                str(prompt) if isinstance(prompt, int) else "-",
+                str(c),
+                "-" if name is None else f"{name} ({thr:.1f})",
+                *(fmt(x, ".2f", "x") for x in rel_of),
+                ", ".join(osc),
+            )
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render_context(results: Path) -> str | None:
+    """The context-length section from whichever of its reports exist; None when none does."""
+    parts = []
+    path = results / REPRO_49986
+    if path.is_file():
+        parts.append(render_repro_49986(load_report(path), rel_path(path)))
+    path = results / CONTEXT_MIX
+    if path.is_file():
+        parts.append(render_context_mix(load_report(path), rel_path(path)))
+    live = [(rel_path(results / r), load_report(results / r)) for r in LIVE_CONTEXT if (results / r).is_file()]
+    if live:
+        parts.append(render_live_context(live))
+    return "\n\n".join(["### Context length", *parts]) if parts else None
+
+
 # ---- the block -----------------------------------------------------------------------------------
 
 
-def render_block(live: tuple[str, dict] | None, sweeps: list[tuple[str, dict]], results_rel: str = "results") -> str:
-    """The whole block, markers included: the live section (or where its report should be) and the sweeps."""
+def render_block(
+    live: tuple[str, dict] | None,
+    sweeps: list[tuple[str, dict]],
+    results_rel: str = "results",
+    context: str | None = None,
+) -> str:
+    """The whole block, markers included: the live section (or where its report should be), the sweeps,
+    and the context-length section when it has reports."""
     missing = f"### Real vLLM\n\nNo live report at `{results_rel}/{LIVE_REPORT}`."
     live_text = render_live(live[1], live[0]) if live else missing
-    return "\n".join([BEGIN, HEADER, "", live_text, "", render_sweeps(sweeps, results_rel), END])
+    sections = [live_text, render_sweeps(sweeps, results_rel), *([context] if context else [])]
+    return "\n".join([BEGIN, HEADER, "", "\n\n".join(sections), END])
 
 
 def rel_path(path: Path) -> str:
@@ -352,7 +451,8 @@ def rel_path(path: Path) -> str:
 def quoted_reports(results: Path = RESULTS) -> list[Path]:
     """Every report file the block quotes: the live report if present, then each sweep's, sorted."""
     live = results / LIVE_REPORT
-    return ([live] if live.is_file() else []) + sorted(results.glob(SWEEP_REPORTS))
+    context = [results / r for r in (REPRO_49986, CONTEXT_MIX, *LIVE_CONTEXT) if (results / r).is_file()]
+    return ([live] if live.is_file() else []) + sorted(results.glob(SWEEP_REPORTS)) + context
 
 
 def render(results: Path = RESULTS) -> str:
@@ -364,7 +464,7 @@ def render(results: Path = RESULTS) -> str:
     live_path = results / LIVE_REPORT
     live = (rel_path(live_path), load_report(live_path)) if live_path.is_file() else None
     sweeps = [(rel_path(p), load_report(p)) for p in sorted(results.glob(SWEEP_REPORTS))]
-    return render_block(live, sweeps, rel_path(results))
+    return render_block(live, sweeps, rel_path(results), render_context(results))
 
 
 def extract_block(text: str) -> str | None:

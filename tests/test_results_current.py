@@ -315,3 +315,84 @@ def test_select():
     assert not any("vllm" in s.needs for s in regen.select(steps, None, skip_live=True, no_readme=False))
     with pytest.raises(ValueError, match="--only nope: no such step"):
         regen.select(steps, "nope", skip_live=False, no_readme=False)
+
+
+# ---- the context-length section ------------------------------------------------------------------
+
+REPRO = {
+    "provenance": {"commit": "0123456789", "dirty": False},
+    "points": {
+        "400": {"fixed3_vs_nospec": -0.243, "issue_fixed3_vs_nospec": -0.21, "bandit_vs_best_fixed": 0.9971},
+        "1900": {"fixed3_vs_nospec": 0.006, "issue_fixed3_vs_nospec": 0.0},  # no bandit: a dash
+    },
+    "crossover": {"sim": 1812.4},
+    "checks": [{"check": "a", "status": "pass"}, {"check": "b", "status": "fail"}],
+}
+MIX = {
+    "provenance": {"commit": "0123456789", "dirty": False},
+    "results": {
+        "phases/c32": {
+            "context_vs_flat": 1.0183,
+            "vs_best_fixed": {"bandit": 0.9651, "bandit+context": 0.9828, "table-ctx": 0.97},
+            "best_fixed_short_long": ["fixed:1", "fixed:2"],
+        },
+        "longtail/c8": {"context_vs_flat": 0.99, "vs_best_fixed": {"bandit": 0.9}},
+    },
+    "checks": [{"check": "x", "status": "fail"}],
+}
+LIVE_LONG = {
+    "provenance": {"commit": "0123456789", "dirty": False},
+    "setup": {"input_len": 3000},
+    "points": [
+        {"policy": "fixed:1", "concurrency": 4, "throughput_tok_s": 50.0},
+        {"policy": "fixed:2", "concurrency": 4, "throughput_tok_s": 60.0},
+        {"policy": "bandit", "concurrency": 4, "throughput_tok_s": 57.0, "oscillations_per_1000": 1.25},
+        {"policy": "bandit+context", "concurrency": 4, "throughput_tok_s": 59.4},
+    ],
+}
+CONTEXT_TEXT = """\
+### Context length
+
+`results/repro-49986/report.json` (commit `0123456`; checks: 1 pass, 1 fail, 0 not run): vLLM #49986 on the \
+simulator (H100 NVL, Gemma-4-31B FP8, concurrency 256). Static K = 3 against no speculation at 400 / 1900 tokens \
+of context: -24.3% / +0.6% (#49986: -21% / +0%); K = 3 starts to win at 1812 tokens (#49986: about 1,900); \
+`bandit` / the best fixed K: 0.997x / -.
+
+`results/context-mix/report.json` (commit `0123456`; checks: 0 pass, 1 fail, 0 not run): where the context \
+moves, `bandit+context` (context buckets) against `bandit`, and each against the best of nospec and fixed K; \
+`table-ctx` is a batch x context table tuned on the stationary contexts.
+
+| workload | C | bandit+context / bandit | bandit / best | bandit+context / best | table-ctx / best \
+| best K at short, long context |
+|---|---:|---:|---:|---:|---:|---|
+| phases | 32 | 1.018x | 0.965x | 0.983x | 0.970x | fixed:1, fixed:2 |
+| longtail | 8 | 0.990x | 0.900x | - | - | - |
+
+Real vLLM on CPU, short and long prompts at the same concurrency (`results/live-context-long/report.json`, \
+commit `0123456`):
+
+| prompt tokens | C | best fixed K (tok/s) | bandit / best | bandit+context / best \
+| oscillations / 1k bandit, bandit+context |
+|---:|---:|---|---:|---:|---|
+| 3000 | 4 | fixed:2 (60.0) | 0.95x | 0.99x | 1.2, - |"""
+
+
+def test_context_section_exact(tmp_path):
+    results = tmp_path / "results"
+    assert rr.render_context(results) is None  # no reports: no section
+    for rel, report in (
+        ("repro-49986/report.json", REPRO),
+        ("context-mix/report.json", MIX),
+        ("live-context-long/report.json", LIVE_LONG),
+    ):
+        (results / rel).parent.mkdir(parents=True)
+        (results / rel).write_text(json.dumps(report))
+    text = rr.render_context(results).replace(str(tmp_path) + "/", "")
+    assert text == CONTEXT_TEXT
+    block = rr.render_block(None, [], "results", text)
+    assert block.endswith(CONTEXT_TEXT + "\n" + rr.END)
+    assert [p.relative_to(results).as_posix() for p in rr.quoted_reports(results)] == [
+        "repro-49986/report.json",
+        "context-mix/report.json",
+        "live-context-long/report.json",
+    ]
