@@ -202,3 +202,19 @@ def test_gemma_h100nvl_fixed3_sign_flips_with_context():
         }
         ratio[c] = t["fixed:3"] / t["nospec"]
     assert ratio[400] < 0.9 and ratio[4000] > 1.03
+
+
+def test_a_phase_that_changes_the_prefix_leaves_admitted_requests_theirs():
+    # Long prefix-cached prompts, then short ones: the long requests still in flight keep their
+    # shared prefix held once. With one prefix for the whole run they counted their whole
+    # context against the KV cache after the switch and were preempted without end.
+    d = {"prompt_tokens": 400, "prefix_cached_tokens": 304}
+    raw = json.loads(GEMMA.read_text())
+    raw["workload"].update(concurrency=256, prompt_tokens=16000, prefix_cached_tokens=15904)
+    raw["phases"] = [{"at_step": 400, "workload": d}]
+    raw["steps"] = 900
+    scn = parse_scenario(raw)
+    res = run_policy(scn, "fixed:1", seed=0, steps=900, warmup=0, keep_trace=True)
+    after = slice(500, 900)
+    assert res.trace.preemptions[after].sum() == 0
+    assert res.trace.n_dec[after].mean() > 0.9 * 256
