@@ -77,10 +77,9 @@ def _job(a):
         return kind, name, c, spec, seed, run_policy(scn, spec, seed=seed, steps=steps, warmup=warm).summary, None
     res = run_policy(_scenario(name, c, steps), spec, seed=seed, steps=steps, warmup=warm, keep_trace=seed == 0)
     ks = None
-    if res.trace is not None:  # seed 0: the K taken per phase, for the report
-        k = res.trace.k
-        ks = [int(np.bincount(k[i : i + steps // 4][k[i : i + steps // 4] >= 0], minlength=1).argmax())
-              for i in range(0, steps, steps // 4)]  # fmt: skip
+    if res.trace is not None:  # seed 0: the K taken most in each quarter (a phase), for the report
+        quarters = np.array_split(res.trace.k, 4)
+        ks = [int(np.bincount(q[q >= 0], minlength=1).argmax()) for q in quarters]
     return kind, name, c, spec, seed, res.summary, ks
 
 
