@@ -38,7 +38,7 @@ from banditk.evaluation import THRESHOLDS, point_checks, summary  # noqa: E402
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
 from banditk.live.bench import Load, run_warm_then_measure, summarize  # noqa: E402
-from banditk.live.policies import speculative_config  # noqa: E402
+from banditk.live.policies import server_env_for, speculative_config  # noqa: E402
 from banditk.live.server import VllmServer  # noqa: E402
 from banditk.switch_counts import log_switches  # noqa: E402
 
@@ -351,7 +351,7 @@ def make_server(policy: str, args, target: str, draft: str) -> tuple[VllmServer,
         draft=draft,
         k_max=args.k_max,
         work_dir=run_dir,
-        prior=prior_for(args) if policy == "bandit+prior" else None,
+        prior=prior_for(args) if policy.startswith("bandit+prior") else None,
     )
     if spec is not None and args.governor_config and spec.get("governor") == "bandit":
         spec["governor_config"] = {**spec["governor_config"], **args.governor_config}
@@ -379,7 +379,7 @@ def make_server(policy: str, args, target: str, draft: str) -> tuple[VllmServer,
         target,
         run_dir / "server.log",
         spec,
-        env=env,
+        env={**env, **server_env_for(policy)},
         args=[*engine_args, "--max-num-seqs", str(args.max_num_seqs), "--seed", "0"],
     )
     print(f"[{policy}] starting vLLM (port {server.port})", flush=True)

@@ -120,6 +120,9 @@ def sim_steps() -> list[Step]:
         Step("context-mix", "experiments/context_mix.py", ("--out", "results/context-mix"),
              ("--quick", "--workers", "1", "--out", "{q}/context-mix"), "results/context-mix", minutes=4,
              note="bandit+context against bandit where the context moves (H100 NVL, Gemma-4-31B FP8)"),
+        Step("graph-ladders", "experiments/graph_ladders.py", ("--with-gpu-wheel", "--out", "results/graph-ladders"),
+             ("--out", "{q}/graph-ladders"), "results/graph-ladders", minutes=1,
+             note="MRv2's decode ladders under banditk's table, vLLM #56136's shadowing before and after the mend"),
         Step("calibrate-cpu", "experiments/calibrate_cpu.py", ("--out", "results/calibrate-cpu"),
              ("--out", "{q}/calibrate-cpu"), "results/calibrate-cpu", minutes=1),
     ]  # fmt: skip

@@ -9,8 +9,10 @@ end, engine core, workers). In the front end it wraps
    dict before vLLM's ``SpeculativeConfig`` (which forbids extra keys) sees them,
    and validated (:mod:`banditk.adapter.settings`, :mod:`.policy_factory`): a bad
    value raises :class:`~banditk.core.errors.ConfigError` here, before any model loads;
-2. vLLM's dynamic-K mode is switched on with a table that asks for K_max at every
-   batch size (``[[1, max_num_seqs, K_max]]``), so the runner accepts a K per step;
+2. vLLM's dynamic-K mode is switched on with a table the governor overrides every step. On
+   a GPU it lists every K of the arm set, so Model Runner V2 captures a FULL decode ladder
+   for each (:mod:`.graph_mode`); on CPU it is one row, ``[[1, max_num_seqs, K_max]]``. The
+   log then says once which runner and graph mode serve, and why;
 3. the validated settings ride to the engine-core process in
    ``VllmConfig.additional_config["banditk"]`` (pickled with the config in the
    multi-process layout, the same object in-process);
@@ -19,11 +21,13 @@ end, engine core, workers). In the front end it wraps
 
 Without ``"governor"`` (or with ``"governor": "off"``) the wrapper passes
 everything through untouched. In worker processes :func:`register` installs the
-forward timers (:mod:`.worker_timing`) when the front end asked for them.
+forward timers (:mod:`.worker_timing`) and the graph-ladder mend (:mod:`.graph_mode`) when
+the front end asked for them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -63,12 +67,18 @@ def register() -> None:
         )
         return
     if os.environ.get(WORKER_TIMING_ENV) == "1":
-        try:
-            from banditk.adapter.worker_timing import install
+        _install_worker_hooks()
 
+
+def _install_worker_hooks() -> None:
+    """The forward timers and the graph-ladder mend, where the model runs; never fatal."""
+    from banditk.adapter import graph_mode, worker_timing
+
+    for what, install in (("forward timers", worker_timing.install), ("graph-ladder mend", graph_mode.install)):
+        try:
             install()
         except Exception as e:
-            logger.warning("banditk: worker forward timers unavailable (%s: %s).", type(e).__name__, e)
+            logger.warning("banditk: worker %s unavailable (%s: %s).", what, type(e).__name__, e)
 
 
 def _wrap_create_engine_config(original):
@@ -108,8 +118,38 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
 
             validate(settings.resolve(method=method, k_max=k_max))  # fail fast, before any config I/O
         clean["num_speculative_tokens_per_batch_size"] = vllm_compat.dynamic_k_table(
-            k_max, getattr(engine_args, "max_num_seqs", None)
+            table_ks(settings, k_max), getattr(engine_args, "max_num_seqs", None)
         )
+
+
+def table_ks(settings: AdapterSettings, k_max: int) -> tuple[int, ...]:
+    """The K the dynamic table lists: the whole arm set where graphs are captured (a ladder
+    each), else only its largest (no graphs on CPU: one row, as vLLM's own tables)."""
+    arms = dataclasses.replace(settings, k_max=k_max).arm_set()
+    return arms if vllm_compat.platform_has_cuda_graphs() else (max(arms),)
+
+
+def _settle_server_mode(vllm_config, resolved: AdapterSettings) -> None:
+    """Pin MRv2 where vLLM chose it, and say once which mode serves and which K lack a ladder."""
+    from banditk.adapter import graph_mode
+
+    mode = graph_mode.server_mode_of(vllm_config)
+    if mode.runner == "v2" and mode.cudagraph != "NONE":
+        vllm_compat.pin_model_runner_v2()
+    arms = resolved.arm_set()
+    graph_mode.log_server_mode(mode, arms)
+    if mode.cudagraph == "FULL":
+        table = vllm_config.speculative_config.num_speculative_tokens_per_batch_size or []
+        laddered = vllm_compat.laddered_ks(table, int(vllm_config.scheduler_config.max_num_seqs))
+        unladdered = sorted(set(arms) - set(laddered))
+        if unladdered:
+            logger.warning(
+                "banditk: K=%s get no full-graph ladder: the dynamic table needs a batch size per K and "
+                "max_num_seqs=%d is too small; those K run PIECEWISE. Set governor_config.k_set to at most "
+                "max_num_seqs values.",
+                unladdered,
+                vllm_config.scheduler_config.max_num_seqs,
+            )
 
 
 def _known_methods() -> set[str]:
@@ -135,7 +175,7 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
         else:
             # num_speculative_tokens came from the draft model's config, not the dict:
             # switch dynamic K on now (the scheduler reads the table when it starts).
-            vllm_compat.enable_dynamic_k(vllm_config, k_max)
+            vllm_compat.enable_dynamic_k(vllm_config, table_ks(resolved, k_max))
             logger.warning(
                 "banditk: dynamic K switched on after config creation (num_speculative_tokens=%d was "
                 "not in speculative_config); on GPU prefer setting it explicitly.",
@@ -148,13 +188,12 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
             "pessimistic at deep positions.",
             vllm_compat.vllm_version(),
         )
+    _settle_server_mode(vllm_config, resolved)
     vllm_compat.additional_config(vllm_config)[ADDITIONAL_CONFIG_KEY] = resolved.to_dict()
     qualname = ASYNC_SCHEDULER_QUALNAME if vllm_compat.async_scheduling(vllm_config) else SCHEDULER_QUALNAME
     vllm_compat.set_scheduler_cls(vllm_config, qualname)
     os.environ[WORKER_TIMING_ENV] = "1"
-    from banditk.adapter.worker_timing import install
-
-    install()  # the in-process layout runs the model here
+    _install_worker_hooks()  # the in-process layout runs the model here
     logger.info(
         "banditk: governor=%s drafter_class=%s K_max=%d scheduler=%s",
         resolved.governor,

@@ -86,4 +86,37 @@ def build_policy(settings: AdapterSettings) -> Any:
 
 def validate(settings: AdapterSettings) -> None:
     """Build (and discard) the policy, so a bad config fails in the front end, before model load."""
-    build_policy(settings)
+    check_arm_set(build_policy(settings), settings)
+
+
+def ks_played(policy: Any) -> set[int] | None:
+    """Every K ``policy`` can choose, where that is known from its spec; None otherwise."""
+    from banditk.policies.static import ContextTablePolicy, FixedPolicy, NoSpecPolicy, TablePolicy
+
+    if isinstance(policy, NoSpecPolicy):
+        return {0}
+    if isinstance(policy, FixedPolicy):
+        return {policy.k}
+    if isinstance(policy, (TablePolicy, ContextTablePolicy)):
+        return {int(row[-1]) for row in policy.table}
+    k_set = getattr(getattr(policy, "config", None), "k_set", None)
+    return set(k_set) if k_set is not None else None
+
+
+def check_arm_set(policy: Any, settings: AdapterSettings) -> None:
+    """With ``governor_config.k_set``, the policy must never ask for a K outside it: on a GPU that
+    K has no captured full-graph ladder."""
+    if settings.governor_config.get("k_set") is None:
+        return
+    arms = set(settings.arm_set())
+    played = ks_played(policy)
+    if played is None:
+        raise ConfigError(
+            f"governor_config.k_set={sorted(arms)} bounds the bandit, fixed and table governors; "
+            f"governor={settings.governor!r} may choose any K. Drop k_set or pick one of those."
+        )
+    if not played <= arms:
+        raise ConfigError(
+            f"governor={settings.governor!r} chooses K={sorted(played - arms)}, outside "
+            f"governor_config.k_set={sorted(arms)}."
+        )

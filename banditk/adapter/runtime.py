@@ -26,6 +26,7 @@ import numpy as np
 
 from banditk.adapter import vllm_compat, worker_timing
 from banditk.adapter.breaker import SlowCallBreaker
+from banditk.adapter.graph_mode import server_mode_of
 from banditk.adapter.ledger import DecisionLedger
 from banditk.adapter.settings import ADDITIONAL_CONFIG_KEY, AdapterSettings
 from banditk.adapter.snapshots import SnapshotWriter
@@ -98,6 +99,7 @@ class GovernorRuntime:
         self._timing_known: bool | None = None
         self._t_state = time.monotonic()
         self._closed = False
+        self.server_mode = ""  # "MRv2 FULL", "V1 PIECEWISE", ...: set from vLLM's config
         self._snapshot_obs = None
         ref = weakref.ref(self)
         atexit.register(lambda: (r := ref()) is not None and r.close())
@@ -118,6 +120,7 @@ class GovernorRuntime:
         except Exception:
             pass
         rt = cls(settings, policy, dynamic_k=vllm_compat.dynamic_k_enabled(vllm_config), provenance=prov)
+        rt.server_mode = server_mode_of(vllm_config).label
         ref = weakref.ref(rt)
         vllm_compat.on_engine_core_shutdown(lambda: (r := ref()) is not None and r.close())
         logger.info(
@@ -345,7 +348,8 @@ class GovernorRuntime:
                 head = self.policy.state_line()
         except Exception as e:
             self._error("state_line", e)
-        return f"{head} | {self.telemetry.line()}"
+        mode = f" | mode={self.server_mode}" if self.server_mode else ""
+        return f"{head}{mode} | {self.telemetry.line()}"
 
     def _slow(self, elapsed_s: float) -> bool:
         """Count a step over budget as a fault; True once slow steps opened the breaker."""

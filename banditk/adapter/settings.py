@@ -36,6 +36,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from banditk.core.config import check_k_set
 from banditk.core.drafters import VLLM_METHOD_TO_CLASS, check_drafter_class
 from banditk.core.errors import ConfigError
 
@@ -84,7 +85,8 @@ class AdapterSettings:
         telemetry_log_max_bytes: the log rotates past this size.
         telemetry_log_backups: rotated files kept.
         fallback_k: K used when the governor raises or returns an invalid K
-            (None: K_max, i.e. what vLLM would do without banditk).
+            (None: K_max, i.e. what vLLM would do without banditk; the largest K of
+            ``governor_config.k_set`` when that leaves K_max out).
         state_log_interval_s: seconds between state lines in vLLM's log (0: never).
         drafter_class: overrides the class derived from vLLM's ``method``.
         request_history: per-request acceptance records kept (bounded ring).
@@ -148,7 +150,21 @@ class AdapterSettings:
             raise ConfigError(f"governor={self.governor!r} asks for K above num_speculative_tokens={k_max}.")
         out = dataclasses.replace(self, k_max=int(k_max), method=method)
         out.drafter_class_for()  # raises if the method has no class
+        arms = out.arm_set()
+        if self.fallback_k is not None and self.fallback_k not in arms:
+            raise ConfigError(
+                f"governor_config.fallback_k={self.fallback_k} is not in governor_config.k_set={list(arms)}."
+            )
         return out
+
+    def arm_set(self) -> tuple[int, ...]:
+        """The K the server may run: ``governor_config.k_set``, or every K in 0..K_max.
+
+        On a GPU each of them gets its own FULL decode-graph ladder (:mod:`.graph_mode`).
+        """
+        k_max = int(self.k_max or 0)
+        ks = self.governor_config.get("k_set")
+        return tuple(range(k_max + 1)) if ks is None else check_k_set(ks, k_max, "governor_config.k_set")
 
     def drafter_class_for(self) -> str:
         """The drafter class: the override if given, else the class of vLLM's method."""
@@ -166,7 +182,7 @@ class AdapterSettings:
     def effective_fallback_k(self) -> int:
         if self.fallback_k is not None:
             return self.fallback_k
-        return int(self.k_max or 0)
+        return max(self.arm_set())  # K_max, unless k_set leaves it out
 
 
 def split_speculative_config(spec: dict | None) -> tuple[dict | None, AdapterSettings | None]:

@@ -32,6 +32,20 @@ Assumptions (checked by :func:`check_vllm_shape`):
 8. ``GPUModelRunner`` (and ``CPUModelRunner``, its subclass) has
    ``execute_model``, ``sample_tokens`` and ``propose_draft_token_ids``;
    ``ModelRunnerOutput`` is a plain dataclass pickled to the engine core.
+
+Model Runner V2 (checked by :func:`check_mrv2_shape`, at start-up where the platform has
+CUDA graphs and in the tests everywhere):
+
+9. ``VllmConfig.use_v2_model_runner`` selects MRv2, and
+   ``VllmConfig._maybe_override_dynamic_sd_cudagraph_mode`` leaves full graphs on under
+   dynamic K when it is set.
+10. ``CudaGraphManager._init_candidates`` captures one uniform-decode ladder per K of the
+    dynamic table (``build_dynamic_sd_schedule_lookup``), files dispatch candidates in
+    ``_candidates[(num_tokens, num_active_loras)]`` and capture lists in
+    ``_capture_descs[mode]``; a ``BatchExecutionDescriptor`` has ``cg_mode``, ``num_tokens``,
+    ``num_reqs``, ``uniform_token_count``, ``num_active_loras`` and ``num_ubatches``.
+11. MRv2's model runner reads ``SchedulerOutput.num_spec_tokens_to_schedule`` (the K
+    proposed after the step), as V1's does.
 """
 
 from __future__ import annotations
@@ -137,6 +151,8 @@ def check_vllm_shape() -> None:
         )
     if src and "make_spec_decoding_stats" not in inspect.getsource(Scheduler.update_from_output):
         _fail("Scheduler.update_from_output no longer calls make_spec_decoding_stats")
+    if platform_has_cuda_graphs():
+        check_mrv2_shape()
     _checked = True
 
 
@@ -160,9 +176,25 @@ def engine_args_class() -> type:
     return EngineArgs
 
 
-def dynamic_k_table(k_max: int, max_num_seqs: int | None) -> list[list[int]]:
-    """A batch-size table that keeps vLLM in dynamic-K mode at K_max for every batch size."""
-    return [[1, int(max_num_seqs or 1 << 16), int(k_max)]]
+def dynamic_k_table(ks: Any, max_num_seqs: int | None) -> list[list[int]]:
+    """A batch-size table that switches vLLM's dynamic-K mode on and lists every K in ``ks``.
+
+    The governor sets K each step, so the table's own K per batch size is never played; its
+    K values matter because MRv2 captures a FULL decode ladder for each one. The largest K
+    covers every batch size from ``len(ks)`` on, each other K one batch size below that, so
+    ``[4]`` gives today's one-row ``[[1, max_num_seqs, 4]]`` and ``[0, 2, 4]`` gives
+    ``[[1, 1, 0], [2, 2, 2], [3, max_num_seqs, 4]]``. A K whose batch size lies above
+    ``max_num_seqs`` gets no ladder: :func:`laddered_ks` says which do.
+    """
+    ks = sorted({int(k) for k in ks})
+    top = int(max_num_seqs or 1 << 16)
+    rows = [[b, b, k] for b, k in enumerate(ks[:-1], start=1)]
+    return rows + [[len(ks), max(top, len(ks)), ks[-1]]]
+
+
+def laddered_ks(table: list[list[int]], max_num_seqs: int) -> list[int]:
+    """The K of ``table`` that some batch size up to ``max_num_seqs`` maps to."""
+    return sorted({int(k) for lo, _, k in table if lo <= max_num_seqs})
 
 
 def speculative_method(vllm_config: Any) -> str | None:
@@ -183,9 +215,9 @@ def data_parallel_size(vllm_config: Any) -> int:
     return int(getattr(vllm_config.parallel_config, "data_parallel_size", 1) or 1)
 
 
-def enable_dynamic_k(vllm_config: Any, k_max: int) -> None:
+def enable_dynamic_k(vllm_config: Any, ks: Any) -> None:
     vllm_config.speculative_config.num_speculative_tokens_per_batch_size = dynamic_k_table(
-        k_max, vllm_config.scheduler_config.max_num_seqs
+        ks, vllm_config.scheduler_config.max_num_seqs
     )
 
 
@@ -352,6 +384,136 @@ def model_runner_class() -> type:
         if not hasattr(GPUModelRunner, name):
             _fail(f"GPUModelRunner.{name} is missing")
     return GPUModelRunner
+
+
+# ---- Model Runner V2 and CUDA graphs -----------------------------------------------------
+
+#: Releases whose ``CudaGraphManager._init_candidates`` lets one decode ladder shadow another
+#: at dispatch (#56136); :mod:`banditk.adapter.graph_mode` mends them. Checked against the
+#: installed source by ``tests/adapter/test_graph_mode.py``.
+LADDER_SHADOWING_VERSIONS = ("0.32.0", "0.33.0")
+
+_V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def check_mrv2_shape() -> None:
+    """Verify assumptions 9-11 of the module docstring; raise :class:`VllmShapeError` if one fails."""
+    import dataclasses
+
+    from vllm.config import VllmConfig
+    from vllm.v1.worker.gpu import cudagraph_utils
+    from vllm.v1.worker.gpu import model_runner as mrv2_runner
+
+    if not isinstance(getattr(VllmConfig, "use_v2_model_runner", None), property):
+        _fail("VllmConfig.use_v2_model_runner (Model Runner V2 selection) is missing")
+    override = getattr(VllmConfig, "_maybe_override_dynamic_sd_cudagraph_mode", None)
+    if override is None or "use_v2_model_runner" not in _source(override):
+        _fail("VllmConfig no longer keeps full CUDA graphs for Model Runner V2 under dynamic K")
+    manager = getattr(cudagraph_utils, "CudaGraphManager", None)
+    for name in ("_init_candidates", "dispatch", "capture"):
+        if manager is None or not callable(getattr(manager, name, None)):
+            _fail(f"vllm.v1.worker.gpu.cudagraph_utils.CudaGraphManager.{name} is missing")
+    src = _source(manager._init_candidates)
+    for needle in ("build_dynamic_sd_schedule_lookup", "_candidates", "_capture_descs", "uniform_token_count"):
+        if src and needle not in src:
+            _fail(f"CudaGraphManager._init_candidates no longer uses {needle} (one decode ladder per K)")
+    desc = getattr(cudagraph_utils, "BatchExecutionDescriptor", None)
+    want = {"cg_mode", "num_tokens", "num_reqs", "uniform_token_count", "num_active_loras", "num_ubatches"}
+    if desc is None or not dataclasses.is_dataclass(desc) or not want <= {f.name for f in dataclasses.fields(desc)}:
+        _fail(f"BatchExecutionDescriptor lacks some of {sorted(want)}")
+    if "num_spec_tokens_to_schedule" not in _source(mrv2_runner):
+        _fail("Model Runner V2 no longer reads SchedulerOutput.num_spec_tokens_to_schedule")
+
+
+def _source(obj: Any) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):  # pragma: no cover - no source shipped
+        return ""
+
+
+def platform_has_cuda_graphs() -> bool:
+    """CUDA or ROCm: the platforms whose servers capture graphs."""
+    try:
+        from vllm.platforms import current_platform
+
+        return bool(current_platform.is_cuda_alike())
+    except Exception:
+        return False
+
+
+def uses_model_runner_v2(vllm_config: Any) -> bool:
+    try:
+        return bool(vllm_config.use_v2_model_runner)
+    except Exception:
+        return False
+
+
+def model_runner_v2_blockers(vllm_config: Any) -> list[str]:
+    """What in the config MRv2 does not support, as vLLM names it; [] where it cannot say."""
+    try:
+        return [str(x) for x in vllm_config._get_v2_model_runner_unsupported_features()]
+    except Exception:
+        return []
+
+
+def user_forced_v1() -> bool:
+    import os
+
+    return os.environ.get(_V2_ENV, "").strip().lower() in ("0", "false", "no", "off")
+
+
+def pin_model_runner_v2() -> None:
+    """Make vLLM's automatic choice of MRv2 explicit, so every process it spawns agrees on it
+    even if a later release changes the default. Never overrides the operator's setting."""
+    import os
+
+    os.environ.setdefault(_V2_ENV, "1")
+
+
+def cudagraph_mode_name(vllm_config: Any) -> str:
+    try:
+        mode = vllm_config.compilation_config.cudagraph_mode
+        return str(getattr(mode, "name", mode)).upper()
+    except Exception:
+        return "NONE"
+
+
+def cudagraph_has_full(vllm_config: Any) -> bool:
+    try:
+        return bool(vllm_config.compilation_config.cudagraph_mode.has_full_cudagraphs())
+    except Exception:
+        return False
+
+
+def graph_manager_class() -> type:
+    from vllm.v1.worker.gpu.cudagraph_utils import CudaGraphManager
+
+    return CudaGraphManager
+
+
+def ladder_shadowing_present() -> bool:
+    return vllm_version() in LADDER_SHADOWING_VERSIONS
+
+
+def graph_desc_is_full(desc: Any) -> bool:
+    return str(getattr(desc.cg_mode, "name", desc.cg_mode)) == "FULL"
+
+
+def full_graph_descs(manager: Any) -> list:
+    """A ``CudaGraphManager``'s FULL descriptors (captured or to capture)."""
+    return [d for mode, descs in manager._capture_descs.items() for d in descs if graph_desc_is_full(d)]
+
+
+def decode_k_offset(manager: Any) -> int:
+    """Tokens a decode step feeds per request besides its drafts (1 for one sampled token)."""
+    return int(manager.decode_query_len) - int(manager.vllm_config.num_speculative_tokens)
+
+
+def device_free_bytes() -> int:
+    import torch
+
+    return int(torch.cuda.mem_get_info()[0]) if torch.cuda.is_available() else 0
 
 
 def platform_is_cpu() -> bool:

@@ -31,42 +31,35 @@ def check_bucket_edges(edges: object, field: str = "bucket_edges") -> tuple[int,
     >>> check_bucket_edges([1, 4, 16])
     (1, 4, 16)
     """
-    if not isinstance(edges, Sequence) or isinstance(edges, (str, bytes)) or len(edges) == 0:
-        raise ConfigError(f"`{field}` must be a non-empty list of integers, got {edges!r}.")
-    out = []
-    for e in edges:
-        if isinstance(e, bool) or not isinstance(e, int) or e < 1:
-            raise ConfigError(f"`{field}` must hold positive integers, got {e!r} in {list(edges)!r}.")
-        out.append(e)
-    if out[0] != 1:
-        raise ConfigError(f"`{field}` must start at 1 so every batch size has a bucket, got {list(edges)!r}.")
-    if any(b <= a for a, b in zip(out, out[1:])):
-        raise ConfigError(f"`{field}` must be strictly increasing, got {list(edges)!r}.")
-    if len(out) > 256:
-        raise ConfigError(f"`{field}` may hold at most 256 edges, got {len(out)}.")
-    return tuple(out)
+    return _check_edges(edges, field, first=1, covers="batch size", most=256)
 
 
 def check_context_edges(edges: object, field: str = "context_edges") -> tuple[int, ...]:
-    """Validate context edges: strictly increasing integers from 0, at most 8 of them.
+    """Validate context edges: strictly increasing integers from 0, at most 8 of them (each
+    multiplies the cells).
 
     >>> check_context_edges([0, 2048])
     (0, 2048)
     """
+    return _check_edges(edges, field, first=0, covers="context", most=8)
+
+
+def _check_edges(edges: object, field: str, *, first: int, covers: str, most: int) -> tuple[int, ...]:
+    """Strictly increasing integers >= ``first``, starting at it, at most ``most`` of them."""
     if not isinstance(edges, Sequence) or isinstance(edges, (str, bytes)) or len(edges) == 0:
         raise ConfigError(f"`{field}` must be a non-empty list of integers, got {edges!r}.")
-    out = []
+    kind = "positive integers" if first == 1 else f"integers >= {first}"
     for e in edges:
-        if isinstance(e, bool) or not isinstance(e, int) or e < 0:
-            raise ConfigError(f"`{field}` must hold integers >= 0, got {e!r} in {list(edges)!r}.")
-        out.append(e)
-    if out[0] != 0:
-        raise ConfigError(f"`{field}` must start at 0 so every context has a bucket, got {list(edges)!r}.")
+        if isinstance(e, bool) or not isinstance(e, int) or e < first:
+            raise ConfigError(f"`{field}` must hold {kind}, got {e!r} in {list(edges)!r}.")
+    out = tuple(edges)
+    if out[0] != first:
+        raise ConfigError(f"`{field}` must start at {first} so every {covers} has a bucket, got {list(edges)!r}.")
     if any(b <= a for a, b in zip(out, out[1:])):
         raise ConfigError(f"`{field}` must be strictly increasing, got {list(edges)!r}.")
-    if len(out) > 8:
-        raise ConfigError(f"`{field}` may hold at most 8 edges (each multiplies the cells), got {len(out)}.")
-    return tuple(out)
+    if len(out) > most:
+        raise ConfigError(f"`{field}` may hold at most {most} edges, got {len(out)}.")
+    return out
 
 
 def cell_label(bucket_edges: Sequence[int], context_edges: Sequence[int], cell: int) -> str:

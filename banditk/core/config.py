@@ -35,6 +35,11 @@ class GovernorConfig:
     bucket is a new state to learn, worth it where the best K moves with context
     (docs/model.md). ``[0, 2048, 8192]`` is the shipped choice for long-context serving."""
 
+    k_set: tuple[int, ...] | None = None
+    """The K the governor may play, sorted (None: every K in 0..K_max). On a GPU each K
+    costs a captured FULL decode-graph ladder, so a smaller set saves capture memory and
+    start-up time; the governor never plays, explores or falls back to a K outside it."""
+
     switch_penalty: float = 0.02
     """Relative advantage a sampled K needs over the current K before the governor
     switches: larger means fewer switches but slower reaction (docs/decisions.md)."""
@@ -133,6 +138,8 @@ class GovernorConfig:
         _int(self.k_max, "k_max", 1, 64)
         object.__setattr__(self, "bucket_edges", check_bucket_edges(self.bucket_edges))
         object.__setattr__(self, "context_edges", check_context_edges(self.context_edges))
+        if self.k_set is not None:
+            object.__setattr__(self, "k_set", check_k_set(self.k_set, self.k_max, "k_set"))
         _float(self.switch_penalty, "switch_penalty", 0.0, 10.0)
         _int(self.decision_interval, "decision_interval", 1, 10_000)
         _int(self.max_decision_interval, "max_decision_interval", 1, 1_000_000)
@@ -177,6 +184,10 @@ class GovernorConfig:
         d = dataclasses.asdict(self)
         d["bucket_edges"] = list(self.bucket_edges)
         d["context_edges"] = list(self.context_edges)
+        if self.k_set is None:
+            del d["k_set"]  # files from before the option read the same
+        else:
+            d["k_set"] = list(self.k_set)
         return d
 
     @classmethod
@@ -205,10 +216,27 @@ class GovernorConfig:
             if required not in d:
                 raise ConfigError(f"governor config is missing `{required}`.")
         d = dict(d)
-        for name in ("bucket_edges", "context_edges"):
+        for name in ("bucket_edges", "context_edges", "k_set"):
             if name in d and isinstance(d[name], list):
                 d[name] = tuple(d[name])
         return cls(**d)
+
+
+def check_k_set(value: object, k_max: int, name: str) -> tuple[int, ...]:
+    """A sorted tuple of distinct K in 0..``k_max``; a :class:`ConfigError` naming ``name`` otherwise.
+
+    >>> check_k_set([4, 0, 2], 4, "k_set")
+    (0, 2, 4)
+    >>> check_k_set([1, 5], 4, "k_set")
+    Traceback (most recent call last):
+    ...
+    banditk.core.errors.ConfigError: `k_set` must list distinct integers in [0, 4] (K_max), got [1, 5].
+    """
+    ok = isinstance(value, (list, tuple)) and len(value) > 0
+    ok = ok and all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= k_max for k in value)
+    if not ok or len(set(value)) != len(value):
+        raise ConfigError(f"`{name}` must list distinct integers in [0, {k_max}] (K_max), got {value!r}.")
+    return tuple(sorted(value))
 
 
 def _int(value: object, name: str, lo: int, hi: int) -> None:

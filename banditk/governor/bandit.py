@@ -74,6 +74,9 @@ class BanditGovernor:
         self.bucket_epoch = np.full(config.num_buckets, config.decision_interval, dtype=np.int64)
         # Next to a prompt chunk: an exploration in progress (steps left, K).
         self.chunk_hold, self.chunk_explore_k = 0, 0
+        # K outside config.k_set score -inf, so no decision, exploration or draw plays them.
+        self.k_blocked = np.ones(config.k_max + 1, dtype=bool)
+        self.k_blocked[list(config.k_set or range(config.k_max + 1))] = False
 
     @property
     def prior(self) -> Prior | None:
@@ -148,6 +151,13 @@ class BanditGovernor:
         self.prev_k, self.prev_bucket = k, bucket
         return self._decide(k, bucket, batch, scores[0])
 
+    def forget_blocked_k(self) -> None:
+        """Drop incumbents outside ``config.k_set`` (state restored from a run with another arm
+        set): such a bucket decides afresh, and the next step decides instead of holding."""
+        if self.prev_k >= 0 and self.k_blocked[self.prev_k]:
+            self.prev_k, self.prev_bucket = -1, -1
+        self.bucket_k[(self.bucket_k >= 0) & self.k_blocked[np.maximum(self.bucket_k, 0)]] = -1
+
     def observe(self, decision: Decision, outcome: StepOutcome) -> None:
         """Learn from the verification of ``decision``'s drafts."""
         cfg = self.config
@@ -200,7 +210,9 @@ class BanditGovernor:
         """Thompson scores of every K for a decode-only step (one draw, or ``draws`` rows),
         ``incumbent`` carrying the switching bonus."""
         tokens, t = self.posterior.draw(self._rng, bucket, batch, draws)
-        return scoring.decode_scores(tokens * batch * kvf, t, incumbent, self.config.switch_penalty)
+        scores = scoring.decode_scores(tokens * batch * kvf, t, incumbent, self.config.switch_penalty)
+        scores[..., self.k_blocked] = -np.inf
+        return scores
 
     def _select_chunk_step(self, context: StepContext, bucket: int, kv_pressed: bool) -> Decision:
         """K of a step next to a prompt chunk, at the posterior means of its own cells.
@@ -225,11 +237,13 @@ class BanditGovernor:
         tokens = expected_tokens(post.acc_a / (post.acc_a + post.acc_b)) * batch * kvf
         rate = float(np.max(tokens / (post.post_m[bucket] * post.batch_ratio(batch, bucket))))
         scores = scoring.chunk_step_scores(tokens, rate, m, prev, cfg.switch_penalty)
+        scores[self.k_blocked] = -np.inf
         k = int(np.argmax(scores))
         cell_n = post.data.mix_n[bucket] + post.prior_stats.mix_n[bucket]
         if np.any(cell_n < CHUNK_EXPLORE_STEPS):
             e_tokens, t = draw_tokens_and_times(self._rng, post.acc_a, post.acc_b, m, n0, a, b, SWITCH_DRAWS)
             drawn = scoring.chunk_step_scores(e_tokens * batch * kvf, rate, t, k, cfg.switch_penalty)
+            drawn[..., self.k_blocked] = -np.inf
             thin = switching.thin_to_explore(drawn, k, cell_n, CHUNK_EXPLORE_STEPS, cfg.switch_confidence)
             if thin >= 0:
                 k, self.chunk_explore_k = thin, thin

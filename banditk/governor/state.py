@@ -275,3 +275,4 @@ def restore(gov, raw: object) -> None:
     gov.bucket_k, gov.bucket_epoch = s["bucket_k"], s["bucket_epoch"]
     gov.chunk_hold, gov.chunk_explore_k = s["chunk_hold"], s["chunk_explore_k"]
     gov.mixed_steps, gov.k_counts = s["mixed_steps"], s["k_counts"]
+    gov.forget_blocked_k()

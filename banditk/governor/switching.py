@@ -45,6 +45,7 @@ def choose(
         return int(np.argmax(scores[0])), 0.0
     wins = np.mean(scores > scores[:, incumbent : incumbent + 1], axis=0)
     wins[incumbent] = -1.0
+    wins[np.isneginf(scores[0])] = -1.0  # a K outside the arm set is never a challenger
     challenger = int(np.argmax(wins))
     share, n = float(wins[challenger]), float(cell_n[challenger])
     if share >= confidence:
@@ -66,5 +67,6 @@ def thin_to_explore(scores: np.ndarray, chosen: int, cell_n: np.ndarray, min_n: 
     wins = np.mean(scores > scores[:, chosen : chosen + 1], axis=0)
     wins[chosen] = -1.0
     wins[cell_n >= min_n] = -1.0
+    wins[np.isneginf(scores[0])] = -1.0
     k = int(np.argmax(wins))
     return k if wins[k] >= 1.0 - confidence else -1

@@ -6,7 +6,9 @@ mode and the governed scheduler, no learning: it prices the mode against ``fixed
 ``bandit`` is banditk through its plugin (one flag), with
 ``bandit+prior`` starting from a prior file and ``bandit+context`` with context buckets
 (:data:`banditk.core.buckets.DEFAULT_CONTEXT_EDGES`); ``random`` draws every K at random, to record
-telemetry a prior is fitted from.
+telemetry a prior is fitted from. A suffix ``@v1`` runs a governed policy on vLLM's V1 model
+runner (``VLLM_USE_V2_MODEL_RUNNER=0``: PIECEWISE graphs on a GPU), next to the default, which
+on a GPU is Model Runner V2 with a FULL decode ladder per K (:data:`server_env_for`).
 """
 
 from __future__ import annotations
@@ -29,11 +31,19 @@ def speculative_config(
 ) -> dict | None:
     """The ``--speculative-config`` for ``policy``; None for ``nospec``.
 
+    >>> speculative_config("bandit@v1", draft="/d", k_max=3)["governor"]
+    'bandit'
+
     >>> speculative_config("fixed:2", draft="/d", k_max=3)["num_speculative_tokens"]
     2
     >>> speculative_config("bandit", draft="/d", k_max=3)["governor"]
     'bandit'
     """
+    if policy.endswith(V1_SUFFIX):
+        inner = policy[: -len(V1_SUFFIX)]
+        if inner not in GOVERNED:
+            raise ConfigError(f"live policy {policy!r}: {V1_SUFFIX} applies to {', '.join(GOVERNED)}.")
+        policy = inner
     base = {"method": method, "num_speculative_tokens": k_max}
     if method == "draft_model":
         base["model"] = draft
@@ -69,8 +79,21 @@ def speculative_config(
         return {**base, "governor": "bandit", "governor_config": gc}
     raise ConfigError(
         f"Unknown live policy {policy!r}; expected nospec, fixed:K, pinned:K, table:[[lo,hi,K],...], bandit, "
-        "bandit+prior, bandit+context, random."
+        "bandit+prior, bandit+context, random (a governed one with @v1: on vLLM's V1 runner)."
     )
+
+
+V1_SUFFIX = "@v1"
+GOVERNED = ("bandit", "bandit+prior", "bandit+context")
+
+
+def server_env_for(policy: str) -> dict[str, str]:
+    """Environment variables ``policy``'s server needs beyond the machine's.
+
+    >>> server_env_for("bandit@v1"), server_env_for("bandit")
+    ({'VLLM_USE_V2_MODEL_RUNNER': '0'}, {})
+    """
+    return {"VLLM_USE_V2_MODEL_RUNNER": "0"} if policy.endswith(V1_SUFFIX) else {}
 
 
 def _k_of(policy: str, k_max: int, low: int) -> int:

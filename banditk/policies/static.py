@@ -106,12 +106,23 @@ def table_k(table: list[tuple[int, int, int]], num_scheduled: int, k_max: int) -
     >>> table_k([(1, 4, 2), (8, 16, 1)], 6, k_max=4)
     2
     """
-    k = table[0][2]
-    for lo, _hi, kk in table:
-        if num_scheduled < lo:
+    return min(carried_row(table, num_scheduled, lo=0)[-1], k_max)
+
+
+def carried_row(rows: list[tuple[int, ...]], x: int, lo: int) -> tuple[int, ...]:
+    """The last of ``rows`` (sorted by their lower edge ``row[lo]``) whose lower edge is <= ``x``,
+    the first where none is: a range's row serves the gap after it and everything past the
+    last range, as vLLM's dense lookup carries K forward.
+
+    >>> carried_row([(1, 4, 2), (8, 16, 1)], 6, lo=0), carried_row([(5, 9, 0)], 2, lo=0)
+    ((1, 4, 2), (5, 9, 0))
+    """
+    out = rows[0]
+    for row in rows:
+        if x < row[lo]:
             break
-        k = kk
-    return min(k, k_max)
+        out = row
+    return out
 
 
 class TablePolicy(_Static):
@@ -226,18 +237,8 @@ def ctx_table_k(table: list[tuple[int, int, int, int, int]], num_scheduled: int,
     >>> [ctx_table_k(t, 8, c, k_max=4) for c in (768, 769, 99999)], ctx_table_k(t, 600, 10, k_max=4)
     ([3, 1, 1], 0)
     """
-    bs_lo = table[0][0]
-    for lo, _hi, _clo, _chi, _k in table:
-        if num_scheduled < lo:
-            break
-        bs_lo = lo
-    rows = [r for r in table if r[0] == bs_lo]
-    k = rows[0][4]
-    for _lo, _hi, ctx_lo, _chi, kk in rows:
-        if ctx < ctx_lo:
-            break
-        k = kk
-    return min(k, k_max)
+    bs_lo = carried_row(table, num_scheduled, lo=0)[0]
+    return min(carried_row([r for r in table if r[0] == bs_lo], ctx, lo=2)[-1], k_max)
 
 
 class ContextTablePolicy(_Static):

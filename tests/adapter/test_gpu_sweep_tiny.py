@@ -30,6 +30,9 @@ def test_gpu_sweep_script_runs_end_to_end_at_tiny_size(vllm_cpu, tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     got = {(p["policy"], p["concurrency"]) for p in report["points"]}
-    assert got == {(p, c) for p in ("nospec", "fixed:1", "bandit") for c in (1, 4)}
+    assert got == {(p, c) for p in ("nospec", "fixed:1", "bandit", "bandit@v1") for c in (1, 4)}
     assert all(p["completed"] > 0 and p["throughput_tok_s"] > 0 for p in report["points"])
     assert report["checks"] and (out / "throughput.png").exists()
+    # the V1 twin really ran on V1: its server was told so (on CPU both run without graphs)
+    v1_log = (out / "runs" / "bandit@v1" / "server.log").read_text()
+    assert "banditk: server mode V1 NONE" in v1_log
