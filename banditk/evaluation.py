@@ -97,9 +97,9 @@ def point_checks(med: dict[str, dict], point: str, column: str = "simulator", su
         r = _ratio(b["throughput_tok_s"], fixed[best])
         note = f"best fixed is {best}"
         if "oracle" in med:
-            # Fixed K runs vLLM's static mode; every per-step policy, the oracle included, runs
-            # the dynamic mode: the oracle's ratio is the ceiling this check allows.
-            note += f"; oracle (dynamic mode) reaches {_ratio(med['oracle']['throughput_tok_s'], fixed[best]):.3f}"
+            # Fixed K runs vLLM's static mode; the oracle runs the governed server's mode (MRv2
+            # FULL on a GPU, V1 PIECEWISE where MRv2 is blocked): its ratio is the ceiling here.
+            note += f"; oracle (governed server's mode) reaches {_ratio(med['oracle']['throughput_tok_s'], fixed[best]):.3f}"
         out.append(
             record(
                 "throughput_vs_best_fixed",

@@ -117,8 +117,23 @@ def record_trace(row, hardware: str, path: Path, steps_per_phase: int) -> int:
         drafter={"target_model": model, "method": cls},
     )
     with rec:
-        Simulator(scn, rec, seed=7, speculation=True, dynamic=True).run(scn.steps)
+        Simulator(scn, rec, seed=7, **governed_server(scn)).run(scn.steps)
     return scn.steps
+
+
+def governed_server(scn) -> dict:
+    """Simulator arguments of the server banditk's plugin gives a governed policy on the
+    scenario's hardware (MRv2 FULL on a GPU): priors are fitted to, and judged on, the step
+    times ``bandit+prior`` will meet."""
+    from banditk.sim.policies import build_policy
+
+    built = build_policy("bandit", scn)
+    return {
+        "speculation": True,
+        "dynamic": True,
+        "graph_mode": built.graph_mode,
+        "graph_ladders": built.graph_ladders,
+    }
 
 
 def fit(trace: Path, out: Path, hardware: str, log: Path) -> tuple[bool, str, bool]:
@@ -161,7 +176,7 @@ def governed_regret(scn, prior_path: Path | None, seed: int, steps: int, governo
     cfg = GovernorConfig.from_dict(
         {**(governor_config or {}), "drafter_class": scn.drafter_class, "k_max": scn.k_max, "seed": seed}
     )
-    trace, _ = Simulator(scn, BanditGovernor(cfg, prior), seed=seed, speculation=True, dynamic=True).run(steps)
+    trace, _ = Simulator(scn, BanditGovernor(cfg, prior), seed=seed, **governed_server(scn)).run(steps)
     gap = np.cumsum(trace.oracle_tokens - trace.expected_tokens)
     total = float(np.sum(trace.oracle_tokens))
     return {"regret_fraction": float(gap[-1] / total), "curve": (gap[:: steps // 200] / total).tolist()}
@@ -204,7 +219,7 @@ def fixed_k_floor(row, hardware: str, seed: int = 0, steps: int = 20000) -> dict
     expected, oracle = np.zeros((k_max + 1, steps)), np.zeros((k_max + 1, steps))
     for k in range(k_max + 1):
         scn = parse_scenario(scenario(row, hardware, steps, EVAL_PHASES, seed))
-        trace, _ = Simulator(scn, FixedPolicy(k, k_max=k_max), seed=seed, speculation=True, dynamic=True).run(steps)
+        trace, _ = Simulator(scn, FixedPolicy(k, k_max=k_max), seed=seed, **governed_server(scn)).run(steps)
         expected[k], oracle[k] = trace.expected_tokens, trace.oracle_tokens
     return best_fixed_per_phase(expected, oracle, phase_slices(steps))
 

@@ -7,7 +7,8 @@
 The block sits between ``<!-- results:begin -->`` and ``<!-- results:end -->``; where README.md
 has no markers yet, a "## Results" section holding them goes after "## Two commands for a fresh
 machine". It holds the live sweep (``live/report.json``: real vLLM, the bandit per concurrency
-point), the simulator sweeps (``sweep-*/report.json``, one row per scenario) and, where their
+point), the simulator sweeps (``sweep-*/report.json``, one row per scenario; with the server mode
+the bandit ran in and its V1 PIECEWISE twin where the reports record modes) and, where their
 reports exist, the context-length runs (``repro-49986``, ``context-mix``, ``live-context-*``);
 each names its report and the report's commit. A metric a report lacks is shown as "-"; a report
 whose structure is wrong (no ``points`` list, no ``results`` object) is an error naming the file
@@ -287,20 +288,36 @@ def render_live(report: dict, rel: str) -> str:
 # ---- the simulator table -------------------------------------------------------------------------
 
 
-def sweep_row(name: str, report: dict, rel: str) -> str:
-    """One scenario of the simulator table."""
+TWIN = f"{SUBJECT}@PIECEWISE"
+
+
+def has_modes(report: dict) -> bool:
+    """The sweep report says which server mode each policy ran in (``server_modes``)."""
+    return isinstance(report.get("server_modes"), dict)
+
+
+def worst_vs_best_fixed(points: list[dict], policy: str) -> float | None:
+    """The lowest throughput of ``policy`` over the best fixed K of a point, over the points."""
+    ratios = [ratio(number(dig(p, policy, "throughput_tok_s")), best_fixed(p)[1]) for p in points]
+    return min((r for r in ratios if r is not None), default=None)
+
+
+def sweep_row(name: str, report: dict, rel: str, modes: bool = False) -> str:
+    """One scenario of the simulator table; ``modes`` adds the bandit's server mode and its PIECEWISE twin."""
     points = [p for p in field(report, "results", dict, rel).values() if isinstance(p, dict)]
-    ratios = [ratio(number(dig(p, SUBJECT, "throughput_tok_s")), best_fixed(p)[1]) for p in points]
     oscillations = [number(dig(p, SUBJECT, "oscillations_per_1000")) for p in points]
-    worst = min((r for r in ratios if r is not None), default=None)
+    worst = worst_vs_best_fixed(points, SUBJECT)
     most_osc = max((o for o in oscillations if o is not None), default=None)
     n = Counter(c.get("status") for c in checks_of(report, rel))
     flat = number(dig(report, "regret", SUBJECT, "final"))
     prior = number(dig(report, "regret", f"{SUBJECT}+prior", "final"))
+    mode = dig(report, "server_modes", SUBJECT, "server_mode")
     cells = (
         name + (" (quick)" if report.get("quick") is True else ""),
         f"{n['pass']} / {n['fail']}",
+        *((mode if isinstance(mode, str) else "-",) if modes else ()),
         fmt(worst, ".2f", "x"),
+        *((fmt(worst_vs_best_fixed(points, TWIN), ".2f", "x"),) if modes else ()),
         fmt(most_osc, ".1f"),
         f"{fmt_pct(flat)} / {fmt_pct(prior)}",
         commit_of(report),
@@ -309,21 +326,45 @@ def sweep_row(name: str, report: dict, rel: str) -> str:
 
 
 def render_sweeps(reports: list[tuple[str, dict]], results_rel: str = "results") -> str:
-    """The simulator section: one row per ``(rel path, report)``, in the order given; reports under ``results_rel``."""
+    """The simulator section: one row per ``(rel path, report)``, in the order given; reports under ``results_rel``.
+
+    Where a report records its server modes, the table also shows the mode `bandit` ran in and
+    its PIECEWISE twin (``bandit@PIECEWISE``: the same bandit on vLLM's V1 runner) over the best
+    fixed K; reports made before the modes were recorded show "-" there.
+    """
+    modes = any(has_modes(report) for _, report in reports)
     lines = [
         "### Simulator sweeps",
         "",
         f"One row per `{results_rel}/sweep-<scenario>/report.json`: its checks (every policy and point), the "
         f"`{SUBJECT}` policy's lowest throughput over the best fixed K of a point, its most oscillations per "
         "1,000 steps at a point (median over seeds), and its regret against the oracle with a flat / the "
-        "shipped prior.",
+        "shipped prior."
+        + (
+            f" Every policy runs in its own server's mode; `{SUBJECT} mode` is the one `{SUBJECT}` ran in (Model "
+            f"Runner V2 with FULL graphs where the hardware has graphs), and the V1 PIECEWISE column is `{TWIN}`, "
+            "the same bandit on vLLM's V1 runner: informational, no check applies to it."
+            if modes
+            else ""
+        ),
         "",
-        "| scenario | checks pass / fail | worst bandit / best fixed K | max oscillations / 1k steps "
-        "| regret flat / prior | commit |",
-        "|---|---:|---:|---:|---:|---|",
     ]
-    rows = [sweep_row(scenario_name(rel), report, rel) for rel, report in reports]
-    return "\n".join(lines + (rows or ["| - | - | - | - | - | no sweep reports |"]))
+    if modes:
+        lines += [
+            f"| scenario | checks pass / fail | {SUBJECT} mode | worst bandit / best fixed K "
+            "| worst bandit on V1 PIECEWISE / best fixed K | max oscillations / 1k steps | regret flat / prior "
+            "| commit |",
+            "|---|---:|---|---:|---:|---:|---:|---|",
+        ]
+    else:
+        lines += [
+            "| scenario | checks pass / fail | worst bandit / best fixed K | max oscillations / 1k steps "
+            "| regret flat / prior | commit |",
+            "|---|---:|---:|---:|---:|---|",
+        ]
+    rows = [sweep_row(scenario_name(rel), report, rel, modes) for rel, report in reports]
+    empty = "| - | - | - | - | - | - | - | no sweep reports |" if modes else "| - | - | - | - | - | no sweep reports |"
+    return "\n".join(lines + (rows or [empty]))
 
 
 def scenario_name(rel: str) -> str:

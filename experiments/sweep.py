@@ -3,7 +3,10 @@
     python experiments/sweep.py --scenario experiments/scenarios/49548.json [--quick] [--out results/NAME]
 
 Writes ``results/<run>/report.json`` (every policy x point x metric, thresholds,
-pass/fail per check) and PNG plots; prints the table and the checks.
+pass/fail per check) and PNG plots; prints the table and the checks. Every policy runs in its
+own server's mode (``server_modes`` in the report); where the hardware has graphs, ``bandit``
+and ``bandit+prior`` also run as ``<policy>@PIECEWISE`` (vLLM's V1 runner), side by side and
+informational (``mode_comparison``; ``--no-mode-twins`` leaves them out). See docs/simulator.md.
 """
 
 from __future__ import annotations

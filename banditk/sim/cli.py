@@ -24,7 +24,13 @@ def add_sim_parser(subparsers) -> argparse.ArgumentParser:
         "percentiles, K switches, regret against the oracle).",
     )
     p.add_argument("--scenario", required=True, help="scenario JSON file (see experiments/scenarios/)")
-    p.add_argument("--policy", required=True, help="one of: " + ", ".join(SIM_POLICY_SPECS))
+    p.add_argument(
+        "--policy",
+        required=True,
+        help="one of: "
+        + ", ".join(SIM_POLICY_SPECS)
+        + "; a per-step policy may end in @FULL or @PIECEWISE to force its server's graph mode",
+    )
     p.add_argument("--steps", type=int, default=None, help="steps to simulate (default: the scenario's)")
     p.add_argument("--seed", type=int, default=None, help="seed (default: the scenario's)")
     p.add_argument("--prior", default=None, help="prior file for bandit / bandit+prior")
@@ -62,7 +68,7 @@ def run_sim(args: argparse.Namespace) -> int:
         Path(args.json_out).write_text(text + "\n")
         s = res.summary
         print(
-            f"{s['policy']}: {s['throughput_tok_s']:.1f} tok/s, p99 TPOT {1e3 * (s['tpot_p99_s'] or 0):.1f} ms, "
+            f"{s['policy']} ({s['server_mode']}): {s['throughput_tok_s']:.1f} tok/s, p99 TPOT {1e3 * (s['tpot_p99_s'] or 0):.1f} ms, "
             f"regret {100 * s['regret_fraction']:.2f}%, {s['k_switches_per_1000']:.1f} K changes and "
             f"{s['oscillations_per_1000']:.1f} oscillations /1000 -> "
             f"{args.json_out}",
@@ -88,6 +94,11 @@ def add_sweep_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--policies", default=None, help="comma-separated policy specs (default: all)")
     p.add_argument("--prior", default=None, help="prior file for bandit+prior")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument(
+        "--no-mode-twins",
+        action="store_true",
+        help="do not also run bandit and bandit+prior as <policy>@PIECEWISE (V1 PIECEWISE, informational)",
+    )
     p.set_defaults(func=run_sweep)
     return p
 
@@ -101,7 +112,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
     try:
         scn = load_scenario(args.scenario)
-        kw = {"workers": args.workers, "prior_path": args.prior}
+        kw = {"workers": args.workers, "prior_path": args.prior, "mode_twins": not args.no_mode_twins}
         if args.seeds is not None:
             if args.seeds < 1:
                 raise BanditkError(f"`--seeds`={args.seeds} must be >= 1.")

@@ -10,8 +10,8 @@ One call of :meth:`Simulator.step` is one vLLM scheduler step:
    request reserves ``1 + K_max`` slots (``1 + K`` for a static K, as vLLM reserves
    lookahead for ``num_speculative_tokens``), and the newest requests are
    preempted (recompute) while the cache overflows;
-4. the step takes its roofline time (:mod:`banditk.sim.step_time`) times
-   log-normal noise; drafts are verified in the same step; the policy observes
+4. the step takes its roofline time (:mod:`banditk.sim.step_time`, in the server's graph
+   mode: FULL, PIECEWISE or NONE, see :mod:`banditk.sim.policies`) times log-normal noise; drafts are verified in the same step; the policy observes
    the per-request drafted/accepted counts and the noisy duration.
 
 Each step the oracle scores every K from the true per-request acceptance and
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from banditk.core.server_mode import FULL, GRAPH_MODES, NO_GRAPHS
 from banditk.core.types import StepContext, StepOutcome
 from banditk.policies.base import Policy
 from banditk.sim.acceptance import draw_request_acceptance, expected_tokens, sample_accepted
@@ -126,19 +127,48 @@ def kv_capacity_tokens(model_name: str, hardware_name: str, request_tokens: int,
     return int(free / max(_kv_bytes_per_token(m, request_tokens), 1.0))
 
 
+def _request_tokens(scn: Scenario) -> int:
+    """Prompt + output tokens of the workload's mean request (a distribution at its mean)."""
+    prompt = scn.workload.get("prompt_tokens") or 0
+    if isinstance(prompt, dict):
+        prompt = int(round(prompt_mean(prompt)))
+    return prompt + (scn.workload.get("output_tokens") or 0)
+
+
 def default_kv_capacity(scn: Scenario) -> int:
     """Tokens of KV cache left after weights at 90% memory utilisation (vLLM's default).
 
     A prompt-length distribution counts at its mean for the sliding-window share.
     """
-    prompt = scn.workload.get("prompt_tokens") or 0
-    if isinstance(prompt, dict):
-        prompt = int(round(prompt_mean(prompt)))
-    req = prompt + (scn.workload.get("output_tokens") or 0)
     try:
-        return kv_capacity_tokens(scn.model, scn.hardware, req)
+        return kv_capacity_tokens(scn.model, scn.hardware, _request_tokens(scn))
     except ValueError as e:
         raise ScenarioError(f"{scn.name}: {e}; set `workload.kv_capacity_tokens`.") from None
+
+
+def capture_kv_tokens(scn: Scenario, ladders: int) -> int:
+    """KV-cache tokens lost to the FULL decode graph ladders a server captures beyond one.
+
+    A static FULL server captures one ladder, the baseline every capacity here already
+    leaves room for; each further ladder (a Model Runner V2 server captures one per K of
+    its dynamic table) takes the hardware's ``graph_ladder_gib``, at the model's KV bytes
+    per token (sliding-window layers counted at their window for the workload's mean
+    request, as :func:`default_kv_capacity` counts them). Ladders share vLLM's global graph
+    pool, so this is an upper bound.
+
+    >>> from banditk.sim.scenario import parse_scenario
+    >>> s = parse_scenario({"hardware": "gb10", "model": "qwen3.5-122b-a10b-int4",
+    ...     "drafter": {"class": "mtp", "k_max": 2, "acceptance": [0.8, 0.6]},
+    ...     "workload": {"concurrency": 8, "prompt_tokens": 512, "output_tokens": 180}})
+    >>> capture_kv_tokens(s, 1), capture_kv_tokens(s, 3) > 0
+    (0, True)
+    """
+    extra = max(0, int(ladders) - 1)
+    hw = get_hardware(scn.hardware)
+    if not extra or hw.graph_ladder_gib <= 0:
+        return 0
+    per_token = max(_kv_bytes_per_token(get_model(scn.model), _request_tokens(scn)), 1.0)
+    return int(math.ceil(extra * hw.graph_ladder_gib * 2**30 / per_token))
 
 
 class Simulator:
@@ -149,12 +179,26 @@ class Simulator:
         policy: a :class:`~banditk.policies.base.Policy`.
         seed: seed of every random draw (arrivals, acceptance, noise).
         speculation: False for a server without speculative decoding (``nospec``).
-        dynamic: True when the server runs vLLM's dynamic-K mode (the
-            scenario's ``dynamic_cudagraph`` then applies); False for static K.
+        dynamic: True when K changes per step (vLLM reserves K_max lookahead slots);
+            False for static K.
+        graph_mode: the server's decode-step graph mode (FULL, PIECEWISE, NONE), as
+            :func:`banditk.sim.policies.build_policy` gives it. When absent: the scenario's
+            ``dynamic_cudagraph`` for a dynamic server, FULL for a static one (NONE on
+            hardware without graphs), as before the modes were per policy.
+        graph_ladders: FULL decode ladders the server captures; those beyond one come off
+            the KV cache (:func:`capture_kv_tokens`). When absent: 1 in FULL mode, else 0.
     """
 
     def __init__(
-        self, scenario: Scenario, policy: Policy, *, seed: int = 0, speculation: bool = True, dynamic: bool = True
+        self,
+        scenario: Scenario,
+        policy: Policy,
+        *,
+        seed: int = 0,
+        speculation: bool = True,
+        dynamic: bool = True,
+        graph_mode: str | None = None,
+        graph_ladders: int | None = None,
     ) -> None:
         self.scn = scenario
         self.policy = policy
@@ -163,14 +207,23 @@ class Simulator:
         self.rng = np.random.default_rng(seed)
         self._log_clock = 0.0
         hw, m = get_hardware(scenario.hardware), get_model(scenario.model)
-        piecewise = dynamic and scenario.dynamic_cudagraph == "PIECEWISE"
-        self.cost = StepCostModel(hw, m, scenario.drafter_class, scenario.k_max, dynamic=piecewise)
+        if graph_mode is None:
+            graph_mode = (scenario.dynamic_cudagraph if dynamic else FULL) if hw.cuda_graphs else NO_GRAPHS
+        if graph_mode not in GRAPH_MODES:
+            raise ValueError(f"`graph_mode`={graph_mode!r} must be one of {', '.join(GRAPH_MODES)}.")
+        if graph_ladders is None:
+            graph_ladders = int(graph_mode == FULL)
+        self.graph_mode = graph_mode
+        self.graph_ladders = int(graph_ladders)
+        self.cost = StepCostModel(hw, m, scenario.drafter_class, scenario.k_max, graph_mode=graph_mode)
         self.dynamic = bool(dynamic)
         self.wl = dict(scenario.workload)
         self.mu = np.array(scenario.acceptance, dtype=float)
         self.disp = scenario.request_dispersion
         self.kv_cap = self.wl.get("kv_capacity_tokens") or default_kv_capacity(scenario)
         self._check_capacity()
+        #: KV tokens the graph ladders took, and whether the capacity was clipped at the floor.
+        self.graph_kv_tokens, self.graph_kv_clipped = self._take_capture_memory()
         open_loop = self.wl.get("arrival_rate") is not None or any(
             p.workload and p.workload.get("arrival_rate") is not None for p in scenario.phases
         )
@@ -202,14 +255,19 @@ class Simulator:
         self._rate: float | None = None
 
     # -- workload ---------------------------------------------------------
-    def _check_capacity(self) -> None:
-        """The KV cache must hold the longest request alone (with its lookahead), or the
-        scheduler would stall on it forever."""
-        wl, need, cur = self.wl, 0, dict(self.wl)
+    def _capacity_need(self) -> int:
+        """KV tokens of the longest request of any phase, with its lookahead."""
+        need, cur = 0, dict(self.wl)
         for ph in [None, *self.scn.phases]:
             if ph is not None and ph.workload:
                 cur.update({k: v for k, v in ph.workload.items() if v is not None})
             need = max(need, prompt_bounds(cur["prompt_tokens"])[1] + cur["output_tokens"] + 1 + self.k_max)
+        return need
+
+    def _check_capacity(self) -> None:
+        """The KV cache must hold the longest request alone (with its lookahead), or the
+        scheduler would stall on it forever."""
+        wl, need = self.wl, self._capacity_need()
         if self.kv_cap < need:
             field_ = "workload.kv_capacity_tokens" if wl.get("kv_capacity_tokens") else "hardware"
             raise ScenarioError(
@@ -218,7 +276,34 @@ class Simulator:
                 "`workload.prompt_tokens` or raise `workload.kv_capacity_tokens`."
             )
 
+    def _take_capture_memory(self) -> tuple[int, bool]:
+        """Take the graph ladders' memory off the KV cache (:func:`capture_kv_tokens`).
+
+        A scenario whose cache holds its longest request without the ladders keeps running:
+        the capacity is clipped at that request's need (and the clip reported) rather than
+        refused. Only ladders that take the whole cache are an error.
+        """
+        lost = capture_kv_tokens(self.scn, self.graph_ladders)
+        if not lost:
+            return 0, False
+        base = self.kv_cap
+        if lost >= base:
+            field_ = "workload.kv_capacity_tokens" if self.wl.get("kv_capacity_tokens") else "hardware"
+            hw = get_hardware(self.scn.hardware)
+            raise ScenarioError(
+                f"{self.scn.name}: the server's {self.graph_ladders} FULL decode graph ladders "
+                f"({self.graph_ladders - 1} beyond a static server's, `graph_ladder_gib`={hw.graph_ladder_gib} "
+                f"of `hardware`={hw.name!r} each) take {lost} KV tokens, the whole KV cache of {base} tokens "
+                f"(`{field_}`); raise `workload.kv_capacity_tokens` or run the policy @PIECEWISE."
+            )
+        cap = max(base - lost, self._capacity_need())
+        self.kv_cap = cap
+        return base - cap, base - lost < cap
+
     def _prefix_cached(self) -> int:
+        """The prefix-cache hit of a request admitted now: the workload's
+        ``prefix_cached_tokens`` in force at its admission, read only there (per admitted
+        request: it keeps it when a phase changes the workload)."""
         return int(self.wl.get("prefix_cached_tokens") or 0)
 
     def _draw_interarrival(self) -> float:

@@ -34,8 +34,16 @@ class HardwareProfile:
         sources: field -> where the number comes from.
         per_layer_s: synchronisation cost per layer in every mode (tensor-parallel
             all-reduces on multi-GPU profiles; 0 on one device).
-        cudagraphs: False where the server runs eagerly (CPU): no graph
-            padding of decode batches to capture sizes.
+        cuda_graphs: False where the server runs eagerly (CPU): no graphs, no
+            graph padding of decode batches to capture sizes, every server mode is NONE
+            (:func:`banditk.core.server_mode.governed_mode`). True on the GPU and APU
+            profiles (strix-halo runs HIP graphs).
+        graph_ladder_gib: device memory of one FULL decode graph ladder (every capture
+            size of one decode shape), GiB, over all devices of the profile. A Model Runner
+            V2 server captures one ladder per K of its dynamic table; what it captures beyond
+            a static FULL server's one ladder comes off the KV cache
+            (:func:`banditk.sim.engine.capture_kv_tokens`). Ladders share vLLM's global graph
+            memory pool, so counting each in full is an upper bound.
     """
 
     name: str
@@ -51,7 +59,8 @@ class HardwareProfile:
     piecewise_launch_s: float
     sources: dict[str, str] = field(default_factory=dict)
     per_layer_s: float = 0.0
-    cudagraphs: bool = True
+    cuda_graphs: bool = True
+    graph_ladder_gib: float = 0.0
 
     @property
     def eff_bw(self) -> float:
@@ -63,6 +72,16 @@ class HardwareProfile:
         """Compute rate a forward actually reaches, FLOP/s."""
         return self.peak_flops * self.flops_efficiency
 
+
+#: Source of every GPU profile's ``graph_ladder_gib``: an assumption, not a measurement.
+LADDER_SOURCE = (
+    "assumed: 0.5 GiB per FULL decode ladder, not measured for any model or device here. It is of the "
+    'order of what vLLM logs for a whole capture ("Graph capturing finished in N secs, took X GiB": '
+    '0.21 GiB for Llama-3.2-1B in the log of vLLM PR #11349; "Estimated CUDA graph memory: 0.73 GiB '
+    'total" for 35 FULL + 51 PIECEWISE sizes of a Qwen 3.5 GGUF model in vLLM PR #39559), of which one '
+    "FULL decode ladder is a part, so it errs high. Ladders share vLLM's global graph pool, so counting "
+    "each in full is an upper bound too."
+)
 
 HARDWARE: dict[str, HardwareProfile] = {
     "gb10": HardwareProfile(
@@ -77,6 +96,7 @@ HARDWARE: dict[str, HardwareProfile] = {
         per_request_overhead_s=40e-6,
         graph_launch_s=30e-6,
         piecewise_launch_s=150e-6,
+        graph_ladder_gib=0.5,
         sources={
             "mem_bw": "NVIDIA DGX Spark datasheet: 273 GB/s LPDDR5x",
             "bw_efficiency": "calibrated: #49548 single-stream 59.6 tok/s (FULL) with MTP K=2",
@@ -88,6 +108,7 @@ HARDWARE: dict[str, HardwareProfile] = {
             "per_request_overhead_s": "assumed",
             "graph_launch_s": "assumed",
             "piecewise_launch_s": "calibrated: #49548 PIECEWISE 50.0 vs FULL 59.6 tok/s single stream (14%)",
+            "graph_ladder_gib": LADDER_SOURCE,
         },
     ),
     "strix-halo": HardwareProfile(
@@ -102,6 +123,7 @@ HARDWARE: dict[str, HardwareProfile] = {
         per_request_overhead_s=50e-6,
         graph_launch_s=40e-6,
         piecewise_launch_s=150e-6,
+        graph_ladder_gib=0.5,
         sources={
             "mem_bw": "AMD Ryzen AI Max+ 395 spec: LPDDR5X-8000, 256-bit = 256 GB/s",
             "bw_efficiency": "assumed",
@@ -113,6 +135,8 @@ HARDWARE: dict[str, HardwareProfile] = {
             "per_request_overhead_s": "assumed",
             "graph_launch_s": "assumed",
             "piecewise_launch_s": "assumed: same order as gb10's calibrated value",
+            "cuda_graphs": "assumed: vLLM on ROCm captures HIP graphs as it captures CUDA graphs",
+            "graph_ladder_gib": LADDER_SOURCE,
         },
     ),
     "h200": HardwareProfile(
@@ -127,6 +151,7 @@ HARDWARE: dict[str, HardwareProfile] = {
         per_request_overhead_s=20e-6,
         graph_launch_s=20e-6,
         piecewise_launch_s=25e-6,
+        graph_ladder_gib=0.5,
         sources={
             "mem_bw": "NVIDIA H200 datasheet: 4.8 TB/s HBM3e",
             "bw_efficiency": "assumed",
@@ -138,6 +163,7 @@ HARDWARE: dict[str, HardwareProfile] = {
             "per_request_overhead_s": "assumed",
             "graph_launch_s": "assumed",
             "piecewise_launch_s": "assumed",
+            "graph_ladder_gib": LADDER_SOURCE,
         },
     ),
     # H100 NVL (one PCIe card of the NVL pair), the machine of vLLM #48944 / #49986. Efficiencies
@@ -154,6 +180,7 @@ HARDWARE: dict[str, HardwareProfile] = {
         per_request_overhead_s=20e-6,
         graph_launch_s=20e-6,
         piecewise_launch_s=25e-6,
+        graph_ladder_gib=0.5,
         sources={
             "mem_bw": "NVIDIA H100 NVL product brief: 3.9 TB/s HBM3 (not verified by search here)",
             "bw_efficiency": "calibrated: #48944 Table 1 no-spec 2711.7 tok/s at ctx 400 and 1987.1 at ctx 900 "
@@ -173,6 +200,7 @@ HARDWARE: dict[str, HardwareProfile] = {
             "per_request_overhead_s": "assumed",
             "graph_launch_s": "assumed: as h200",
             "piecewise_launch_s": "assumed: as h200",
+            "graph_ladder_gib": LADDER_SOURCE,
         },
     ),
     "8xh200": HardwareProfile(
@@ -188,6 +216,7 @@ HARDWARE: dict[str, HardwareProfile] = {
         graph_launch_s=30e-6,
         piecewise_launch_s=25e-6,
         per_layer_s=30e-6,
+        graph_ladder_gib=8 * 0.5,
         sources={
             "mem_bw": "NVIDIA H200 datasheet x 8 (tensor parallel 8)",
             "bw_efficiency": "assumed: lower than one device (smaller shards per GPU)",
@@ -200,6 +229,7 @@ HARDWARE: dict[str, HardwareProfile] = {
             "graph_launch_s": "assumed",
             "piecewise_launch_s": "assumed",
             "per_layer_s": "assumed: two NVLink all-reduces per layer, ~15 us each",
+            "graph_ladder_gib": LADDER_SOURCE + " Per GPU, x 8 (tensor parallel 8: every rank captures its own).",
         },
     ),
     # Calibrated by experiments/calibrate_cpu.py against VLLM_ON_CPU.md's table
@@ -219,7 +249,8 @@ HARDWARE: dict[str, HardwareProfile] = {
         graph_launch_s=5.7e-3,
         piecewise_launch_s=0.0,
         per_layer_s=0.5e-3,
-        cudagraphs=False,
+        cuda_graphs=False,
+        graph_ladder_gib=0.0,
         sources={
             "mem_bw": "calibrated: bounded least squares on VLLM_ON_CPU.md's 20-point table (experiments/calibrate_cpu.py --fit); at its upper bound 50 GB/s: the table cannot separate weight bytes from fixed host overhead",
             "bw_efficiency": "calibrated: folded into mem_bw",
@@ -232,6 +263,8 @@ HARDWARE: dict[str, HardwareProfile] = {
             "graph_launch_s": "calibrated: per-forward eager dispatch (no cudagraphs on CPU), VLLM_ON_CPU.md's table",
             "piecewise_launch_s": "VLLM_ON_CPU.md: enforce_eager, no cudagraphs on CPU",
             "per_layer_s": "calibrated: per-layer eager dispatch, VLLM_ON_CPU.md's table",
+            "cuda_graphs": "VLLM_ON_CPU.md: enforce_eager, no cudagraphs on CPU",
+            "graph_ladder_gib": "no graphs on CPU",
         },
     ),
 }

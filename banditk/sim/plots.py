@@ -24,6 +24,7 @@ def plot_report(report: dict, out_dir: str | Path) -> list[str]:
     labels = [p for p in res if p.startswith("c") and p[1:].isdigit()]
     cs = [int(p[1:]) for p in labels]
     pols = report["protocol"]["policies"]
+    modes = {p: (m or {}).get("server_mode") for p, m in report.get("server_modes", {}).items()}
     for metric, fname, ylabel in (
         ("throughput_tok_s", "throughput_vs_concurrency.png", "output tok/s"),
         ("tpot_p99_s", "p99_tpot_vs_concurrency.png", "p99 TPOT (s)"),
@@ -39,9 +40,11 @@ def plot_report(report: dict, out_dir: str | Path) -> list[str]:
             hi = [res[lab][p][metric]["max"] for lab in labels]
             if any(m is None for m in med):
                 continue
-            style = "-" if p in ("bandit", "bandit+prior", "oracle") else "--"
+            twin = "@" in p  # a mode twin (bandit@PIECEWISE): informational
+            style = ":" if twin else ("-" if p in ("bandit", "bandit+prior", "oracle") else "--")
             lw = 2.5 if p.startswith("bandit") else 1.2
-            ax.plot(cs, med, style, lw=lw, marker="o", ms=3, label=p)
+            label = f"{p} ({modes[p]})" if modes.get(p) else p
+            ax.plot(cs, med, style, lw=lw, marker="o", ms=3, label=label)
             ax.fill_between(cs, lo, hi, alpha=0.12)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("concurrency")

@@ -1,9 +1,35 @@
 """Policy specs as the simulator runs them, with the server mode each implies.
 
-``nospec`` runs a server without speculation (no drafter, FULL cudagraphs);
-``fixed:K`` is vLLM's static K (FULL cudagraphs for decode-only batches);
-every policy that changes K per step needs vLLM's dynamic-K mode, which runs
-the scenario's ``dynamic_cudagraph`` (PIECEWISE by default).
+Each policy runs in the mode its own server would run in on the scenario's hardware
+(``server_mode`` of a run's summary says which; FULL and PIECEWISE become NONE on hardware
+without graphs, ``cuda_graphs`` False):
+
+- ``nospec`` (no drafter) and ``fixed:K`` (vLLM's static K): a static server, FULL graphs for
+  decode-only batches, one FULL decode ladder.
+- the governed policies (``bandit``, ``bandit+prior``, ``bandit+context``, ``ucb``, ``oracle``,
+  ``random``: banditk's plugin picks K per step): the mode
+  :func:`banditk.core.server_mode.governed_mode` gives, the one the plugin applies to a real
+  server. On graph hardware that is Model Runner V2 with FULL graphs and one decode ladder per K
+  of the dynamic table the plugin installs (K = 0..K_max: K_max + 1 ladders); a drafter class
+  MRv2 cannot serve (:data:`MRV2_BLOCKERS`) keeps it on V1, PIECEWISE.
+- vLLM's own dynamic table (``table``, ``table:[...]``, ``table-ctx:[...]``): the scenario's
+  ``dynamic_cudagraph``, the mode the upstream measurement ran in (V1 PIECEWISE by default).
+- ``peer:sglang``: FULL. SGLang's adaptive speculation captures a graph state per candidate
+  depth (SGLang #21599), one ladder per candidate.
+- ``peer:vllm-adaptive-k``: the scenario's ``dynamic_cudagraph``. What
+  :class:`~banditk.policies.peers.VllmAdaptiveKPeer` models is vLLM's acceptance-adaptive K on
+  top of vLLM's batch-size table (it asks the table for a cap every step): the dynamic-K path
+  of vLLM's V1 runner, the one vLLM's ``table`` runs on, not a Model Runner V2 feature.
+
+A suffix ``@FULL`` or ``@PIECEWISE`` on a per-step policy forces the mode: ``bandit@PIECEWISE``
+is a governed server where MRv2 is blocked (V1, PIECEWISE), ``table@FULL`` a vLLM table on a
+server that keeps full graphs (one ladder per K the table lists). Static policies take no
+suffix.
+
+A FULL server captures one decode ladder per K it can run; every ladder beyond the one a
+static server captures comes off the KV cache (``graph_ladder_gib`` of the hardware,
+:func:`banditk.sim.engine.capture_kv_tokens`). PIECEWISE graphs are not counted: a V1
+server captures one piecewise set whatever K is, the same order as a static server's ladder.
 
 ``bandit+context`` is the bandit with context buckets
 (:data:`banditk.core.buckets.DEFAULT_CONTEXT_EDGES`): K follows the batch's mean context too.
@@ -20,7 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from banditk.core.errors import ConfigError
+from banditk.core.server_mode import FULL, NO_GRAPHS, PIECEWISE, governed_mode
 from banditk.policies.base import Policy
+from banditk.sim.hardware import get_hardware
 from banditk.sim.oracle import OraclePolicy
 from banditk.sim.scenario import Scenario
 
@@ -39,15 +67,98 @@ SIM_POLICY_SPECS = (
     "oracle",
 )
 
+#: Per-step policies banditk's plugin serves: they run in :func:`governed_mode`'s mode.
+GOVERNED = ("bandit", "bandit+prior", "bandit+context", "ucb", "oracle", "random")
+
+#: Mode suffixes a per-step policy spec may carry (``bandit@PIECEWISE``).
+MODE_SUFFIXES = (FULL, PIECEWISE)
+
+#: Drafter classes Model Runner V2 cannot serve, as vLLM names them: a governed server of such a
+#: class stays on V1. vLLM 0.33.0's ``vllm/v1/worker/gpu/spec_decode/__init__.py``
+#: (``init_speculator``) has no branch for suffix decoding and raises NotImplementedError.
+MRV2_BLOCKERS: dict[str, str] = {"suffix": "speculative method 'suffix'"}
+
 
 @dataclass
 class SimPolicy:
-    """A built policy and the server mode it runs in."""
+    """A built policy and the server mode it runs in.
+
+    Attributes:
+        spec: the policy spec, mode suffix included.
+        policy: the policy object.
+        speculation: False for ``nospec``.
+        dynamic: K changes per step (vLLM reserves K_max lookahead slots).
+        graph_mode: FULL, PIECEWISE or NONE: the decode steps' graph mode.
+        graph_ladders: FULL decode ladders the server captures (0 outside FULL).
+        server_mode: the mode in words: "static FULL", "MRv2 FULL", "V1 PIECEWISE", ...
+    """
 
     spec: str
     policy: Policy
     speculation: bool
     dynamic: bool
+    graph_mode: str = FULL
+    graph_ladders: int = 1
+    server_mode: str = "static FULL"
+
+
+def split_mode(spec: object) -> tuple[object, str | None]:
+    """A policy spec without its mode suffix, and the suffix (None when it has none).
+
+    >>> split_mode("bandit@PIECEWISE")
+    ('bandit', 'PIECEWISE')
+    >>> split_mode("table:[[1,4,2]]")
+    ('table:[[1,4,2]]', None)
+
+    Raises:
+        ConfigError: the suffix is not one of :data:`MODE_SUFFIXES`; names ``--policy`` and the value.
+    """
+    if not isinstance(spec, str) or "@" not in spec:
+        return spec, None
+    base, _, mode = spec.rpartition("@")
+    if mode not in MODE_SUFFIXES:
+        raise ConfigError(
+            f"`--policy`={spec!r}: the mode suffix {'@' + mode!r} must be one of "
+            f"{', '.join('@' + m for m in MODE_SUFFIXES)} (e.g. bandit@PIECEWISE)."
+        )
+    return base, mode
+
+
+def _mode(
+    base: str, pol: Policy, scn: Scenario, static: bool, nospec: bool, forced: str | None
+) -> tuple[str, int, str]:
+    """``(graph_mode, FULL ladders, label)`` of the server that runs ``base`` (see the module doc)."""
+    hw = get_hardware(scn.hardware)
+    k_max = scn.k_max
+    if static:
+        mode = FULL if hw.cuda_graphs else NO_GRAPHS
+        return mode, int(mode == FULL), ("nospec " if nospec else "static ") + mode
+    if base in GOVERNED:
+        if forced == PIECEWISE:
+            sm = governed_mode(cuda_graphs=hw.cuda_graphs, user_forced_v1=True)
+        elif forced == FULL:
+            sm = governed_mode(cuda_graphs=hw.cuda_graphs)
+        else:
+            blockers = (MRV2_BLOCKERS[scn.drafter_class],) if scn.drafter_class in MRV2_BLOCKERS else ()
+            sm = governed_mode(cuda_graphs=hw.cuda_graphs, v2_blockers=blockers)
+        mode, label, ks = sm.cudagraph, sm.label, k_max + 1
+    elif base == "peer:sglang":
+        mode = forced or FULL
+        ks = len(getattr(pol, "candidates", range(1, k_max + 1)))
+        label = None
+    else:  # vLLM's own dynamic K: table, table-ctx, peer:vllm-adaptive-k
+        mode = forced or scn.dynamic_cudagraph
+        table = getattr(pol, "table", None) if base.startswith("table") else None
+        ks = len({min(int(row[-1]), k_max) for row in table}) if table else k_max + 1
+        label = None
+    if not hw.cuda_graphs:
+        mode = NO_GRAPHS
+    if label is None or not hw.cuda_graphs:
+        if base == "peer:sglang":
+            label = f"SGLang {mode}"
+        else:
+            label = ("MRv2 " if mode == FULL else "V1 ") + mode
+    return mode, (ks if mode == FULL else 0), label
 
 
 REPO_PRIORS = Path(__file__).resolve().parents[2] / "priors"
@@ -84,16 +195,45 @@ def build_policy(spec: str, scn: Scenario, *, seed: int = 0, prior_path: str | P
     """Build the policy named ``spec`` for scenario ``scn``.
 
     ``table`` alone uses the scenario's table. ``bandit+prior`` needs
-    ``prior_path`` (or a shipped prior found by :func:`find_shipped_prior`).
+    ``prior_path`` (or a shipped prior found by :func:`find_shipped_prior`). A suffix
+    ``@FULL`` / ``@PIECEWISE`` forces a per-step policy's graph mode (module doc).
 
     >>> from banditk.sim.scenario import parse_scenario
     >>> s = parse_scenario({"hardware": "gb10", "model": "qwen3.5-122b-a10b-int4",
     ...     "drafter": {"class": "mtp", "k_max": 2, "acceptance": [0.8, 0.6]},
     ...     "workload": {"concurrency": 8, "prompt_tokens": 512, "output_tokens": 180}})
     >>> b = build_policy("fixed:2", s)
-    >>> (b.policy.name, b.speculation, b.dynamic)
-    ('fixed:2', True, False)
+    >>> (b.policy.name, b.speculation, b.dynamic, b.server_mode)
+    ('fixed:2', True, False, 'static FULL')
+    >>> b = build_policy("bandit", s)
+    >>> (b.server_mode, b.graph_ladders), build_policy("bandit@PIECEWISE", s).server_mode
+    (('MRv2 FULL', 3), 'V1 PIECEWISE')
     """
+    full_spec = spec
+    spec, forced = split_mode(spec)
+    if forced is not None and not spec:
+        raise ConfigError(f"`--policy`={full_spec!r} names no policy before the mode suffix.")
+    built = _build(spec, scn, seed=seed, prior_path=prior_path)
+    static = not built.dynamic
+    if forced is not None and static:
+        raise ConfigError(
+            f"`--policy`={full_spec!r}: {spec!r} runs a static server; a mode suffix "
+            "only applies to a policy that changes K per step."
+        )
+    base = "table" if built.spec.startswith("table") else spec
+    mode, ladders, label = _mode(base, built.policy, scn, static, not built.speculation, forced)
+    built.graph_mode, built.graph_ladders, built.server_mode = mode, ladders, label
+    if forced is not None:
+        built.spec = f"{built.spec}@{forced}"
+        try:
+            built.policy.name = built.spec
+        except AttributeError:  # a read-only name: the summary still carries the spec
+            pass
+    return built
+
+
+def _build(spec: str, scn: Scenario, *, seed: int, prior_path: str | Path | None) -> SimPolicy:
+    """:func:`build_policy` without the server mode."""
     from banditk.policies import make_policy  # the core's factory
 
     k_max, cls = scn.k_max, scn.drafter_class

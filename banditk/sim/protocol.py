@@ -10,6 +10,13 @@ Three parts, all run in a worker pool:
 
 The report has every policy x point x metric, the thresholds, and pass/fail
 (or ``not_run``) per check.
+
+Every policy runs in its own server's mode (:mod:`banditk.sim.policies`); ``server_modes``
+names it per policy. Where the hardware has graphs and the governed policies run FULL
+(Model Runner V2), ``bandit`` and ``bandit+prior`` also run as ``<policy>@PIECEWISE`` (the
+same governor on vLLM's V1 runner) at every point: the mode twins, side by side in
+``mode_comparison``. They are informational: no threshold check applies to them, and the
+checks of the default-mode policies do not see them.
 """
 
 from __future__ import annotations
@@ -25,15 +32,19 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from banditk.core.errors import ConfigError
+from banditk.core.server_mode import FULL, PIECEWISE
 from banditk.io.provenance import provenance
 from banditk.sim import checks
-from banditk.sim.policies import find_shipped_prior
+from banditk.sim.policies import build_policy, find_shipped_prior, split_mode
 from banditk.sim.run import run_policy
 from banditk.sim.scenario import Phase, Scenario
 
 POINTS = (1, 2, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 QUICK_POINTS = (1, 8, 32)
 SHAPE_49548 = "c8-out180"
+#: Governed policies that also run as their PIECEWISE twin (``bandit@PIECEWISE``).
+TWINNED = ("bandit", "bandit+prior")
 
 
 @dataclass
@@ -52,6 +63,7 @@ class ProtocolConfig:
     policies: tuple[str, ...] | None = None
     prior_path: str | None = None
     quick: bool = False
+    mode_twins: bool = True
 
     @classmethod
     def quick_mode(cls, **kw) -> ProtocolConfig:
@@ -82,6 +94,32 @@ def default_policies(scn: Scenario, prior_path: str | None) -> list[str]:
     return pols + ["oracle"]
 
 
+def mode_twins(scn: Scenario, pols: list[str], prior_path: str | None = None) -> list[str]:
+    """``<policy>@PIECEWISE`` for each of :data:`TWINNED` in ``pols`` that runs FULL on ``scn``.
+
+    None where the hardware has no graphs (every mode is NONE there) or the governed server
+    is PIECEWISE already (a drafter Model Runner V2 cannot serve), or where ``pols`` names the
+    twin itself.
+    """
+    out = []
+    for p in pols:
+        twin = f"{p}@{PIECEWISE}"
+        if p not in TWINNED or twin in pols:
+            continue
+        try:
+            mode = build_policy(p, scn, prior_path=prior_path if p == "bandit+prior" else None).graph_mode
+        except (ConfigError, ValueError):  # the policy's own runs report why it cannot be built
+            continue
+        if mode == FULL:
+            out.append(twin)
+    return out
+
+
+def is_twin(spec: str) -> bool:
+    """A mode twin (a spec with a mode suffix): informational, never a check's subject or peer."""
+    return split_mode(spec)[1] is not None
+
+
 def _job(args: tuple) -> tuple:
     kind, key, scn, spec, seed, steps, warmup, prior = args
     try:
@@ -91,8 +129,9 @@ def _job(args: tuple) -> tuple:
             seed=seed,
             steps=steps,
             warmup=warmup,
-            # `bandit` is the flat prior (docs/evaluation.md); only `bandit+prior` starts from one.
-            prior_path=prior if spec == "bandit+prior" and prior else None,
+            # `bandit` is the flat prior (docs/evaluation.md); only `bandit+prior` starts from one
+            # (and its mode twin `bandit+prior@PIECEWISE`).
+            prior_path=prior if split_mode(spec)[0] == "bandit+prior" and prior else None,
             keep_trace=kind != "point",
         )
     except Exception as e:  # a failing policy is reported, not fatal to the protocol
@@ -154,6 +193,9 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
     t0 = time.time()
     prior = cfg.prior_path or (str(find_shipped_prior(scn)) if find_shipped_prior(scn) else None)
     pols = list(cfg.policies) if cfg.policies else default_policies(scn, prior)
+    twins = mode_twins(scn, pols, prior) if cfg.mode_twins else []
+    for t in twins:  # each twin right after its default-mode policy
+        pols.insert(pols.index(split_mode(t)[0]) + 1, t)
     steps = cfg.warmup + cfg.measured
     jobs = []
     points: list[tuple[str, int, int]] = [(f"c{c}", c, 256) for c in cfg.points]
@@ -201,6 +243,15 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
     for kind, key, spec, _seed, summ, _ in results:
         if kind == "point":
             table.setdefault(key, {}).setdefault(spec, []).append(summ)
+    modes: dict[str, dict] = {}
+    for kind, key, spec, _seed, summ, _ in results:
+        if kind == "point":
+            m = modes.setdefault(spec, {"graph_kv_tokens": {}})
+            m.update({f: summ.get(f) for f in ("server_mode", "graph_mode", "graph_ladders")})
+            m["graph_kv_tokens"][key] = summ.get("graph_kv_tokens")
+    server_modes = {p: modes[p] for p in pols if p in modes}
+    for m in server_modes.values():
+        m["graph_kv_tokens"] = {lab: m["graph_kv_tokens"][lab] for lab, _, _ in points if lab in m["graph_kv_tokens"]}
     per_point: dict[str, dict[str, dict]] = {}
     for label, _, _ in points:
         per_point[label] = {}
@@ -209,6 +260,12 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
             if runs:
                 per_point[label][spec] = {m: _stats([r[m] for r in runs]) for m in METRICS}
     med = {lab: {p: {m: v["median"] for m, v in d.items()} for p, d in pp.items()} for lab, pp in per_point.items()}
+    # Every PIECEWISE-suffixed policy whose default-mode policy ran too: the automatic twins
+    # and any the caller named in `policies`.
+    paired = [p for p in pols if split_mode(p)[1] == PIECEWISE and split_mode(p)[0] in pols]
+    comparison = _mode_comparison(med, paired, server_modes)
+    # The checks see the default-mode policies only: a twin is neither a subject nor a peer.
+    med = {lab: {p: d for p, d in pp.items() if not is_twin(p)} for lab, pp in med.items()}
     check_list: list[dict] = []
     subjects = [s for s in ("bandit", "bandit+prior") if s in pols]
     for subj in subjects:
@@ -281,7 +338,10 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
             "policies": pols,
             "thresholds": checks.THRESHOLDS,
             "prior": prior,
+            "mode_twins": twins,
         },
+        "server_modes": server_modes,
+        "mode_comparison": comparison,
         "results": per_point,
         "checks": check_list,
         "check_counts": counts,
@@ -303,6 +363,42 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
             else "full docs/evaluation.md simulator protocol"
         ),
     }
+
+
+def best_fixed(med_point: dict[str, dict]) -> tuple[str | None, float | None]:
+    """The fixed K of highest median throughput at one point, and that throughput."""
+    fixed = {p: m["throughput_tok_s"] for p, m in med_point.items() if p.startswith("fixed:")}
+    fixed = {p: t for p, t in fixed.items() if t is not None}
+    if not fixed:
+        return None, None
+    best = max(fixed, key=fixed.get)
+    return best, fixed[best]
+
+
+def _mode_comparison(med: dict[str, dict[str, dict]], twins: list[str], server_modes: dict) -> dict:
+    """Each twinned policy in both modes, per point: throughput over the best fixed K.
+
+    Informational (no threshold applies): what the governed server's graph mode costs.
+    """
+    out: dict = {}
+    for twin in twins:
+        base = split_mode(twin)[0]
+        rows = {}
+        for lab, pp in med.items():
+            name, thr = best_fixed(pp)
+            ratio = {}
+            for p in (base, twin):
+                t = (pp.get(p) or {}).get("throughput_tok_s")
+                ratio[p] = t / thr if (t is not None and thr) else None
+            rows[lab] = {"best_fixed": name, "vs_best_fixed": ratio}
+        out[base] = {
+            "twin": twin,
+            "modes": {p: (server_modes.get(p) or {}).get("server_mode") for p in (base, twin)},
+            "informational": True,
+            "note": f"{twin} is {base} on vLLM's V1 runner (PIECEWISE graphs): no threshold check applies to it",
+            "points": rows,
+        }
+    return out
 
 
 def geomean(x) -> float:

@@ -33,14 +33,29 @@ def print_checks(report: dict, stream=None) -> None:
     out = stream or sys.stdout
     res = report["results"]
     pols = report["protocol"]["policies"]
+    modes = {p: (m or {}).get("server_mode") or "-" for p, m in report.get("server_modes", {}).items()}
+    width = {p: max(12, len(p), len(modes.get(p, "-"))) for p in pols}
     out.write(f"\n== {report['scenario_name']}: output tok/s (median over seeds) ==\n")
-    out.write(f"{'point':>10} " + " ".join(f"{p[:12]:>12}" for p in pols) + "\n")
+    out.write(f"{'point':>10} " + " ".join(f"{p:>{width[p]}}" for p in pols) + "\n")
+    out.write(f"{'mode':>10} " + " ".join(f"{modes.get(p, '-'):>{width[p]}}" for p in pols) + "\n")
     for lab, d in res.items():
         out.write(
             f"{lab:>10} "
-            + " ".join(f"{_fmt(d[p]['throughput_tok_s']['median']) if p in d else 'error':>12}" for p in pols)
+            + " ".join(f"{_fmt(d[p]['throughput_tok_s']['median']) if p in d else 'error':>{width[p]}}" for p in pols)
             + "\n"
         )
+    for base, c in report.get("mode_comparison", {}).items():
+        twin = c["twin"]
+        out.write(
+            f"\n== {base} in both modes, over the best fixed K (informational: no threshold applies to {twin}) ==\n"
+        )
+        out.write(
+            f"{'point':>10} {base + ' (' + str(c['modes'].get(base)) + ')':>28} "
+            f"{twin + ' (' + str(c['modes'].get(twin)) + ')':>38}\n"
+        )
+        for lab, row in c["points"].items():
+            r = row["vs_best_fixed"]
+            out.write(f"{lab:>10} {_fmt(r.get(base)):>28} {_fmt(r.get(twin)):>38}\n")
     out.write("\n== checks ==\n")
     for c in report["checks"]:
         out.write(

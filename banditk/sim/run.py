@@ -67,7 +67,15 @@ def run_policy(
     steps = scn.steps if steps is None else steps
     warmup = scn.warmup_steps if warmup is None else warmup
     built = build_policy(spec, scn, seed=seed, prior_path=prior_path)
-    sim = Simulator(scn, built.policy, seed=seed, speculation=built.speculation, dynamic=built.dynamic)
+    sim = Simulator(
+        scn,
+        built.policy,
+        seed=seed,
+        speculation=built.speculation,
+        dynamic=built.dynamic,
+        graph_mode=built.graph_mode,
+        graph_ladders=built.graph_ladders,
+    )
     t0 = time.perf_counter()
     trace, done = sim.run(steps, progress=progress)
     wall = time.perf_counter() - t0
@@ -84,11 +92,14 @@ def run_policy(
             "arrival_rate": wl.get("arrival_rate"),
             "output_tokens": wl.get("output_tokens"),
             "prompt_tokens": wl.get("prompt_tokens"),
-            "server_mode": (
-                "nospec"
-                if not built.speculation
-                else ("dynamic-" + scn.dynamic_cudagraph if built.dynamic else "static-FULL")
-            ),
+            # The server the policy ran in (banditk.sim.policies): "static FULL", "MRv2 FULL",
+            # "V1 PIECEWISE", ...; its FULL decode ladders and the KV tokens they took.
+            "server_mode": built.server_mode,
+            "graph_mode": built.graph_mode,
+            "graph_ladders": built.graph_ladders,
+            "graph_kv_tokens": sim.graph_kv_tokens,
+            "graph_kv_clipped": sim.graph_kv_clipped,
+            "kv_capacity_tokens": int(sim.kv_cap),
             "wall_s": wall,
         }
     )

@@ -16,16 +16,20 @@ open loop). Optional fields: ``workload.max_num_seqs`` (256),
 ``workload.max_num_batched_tokens`` (8192), ``workload.kv_capacity_tokens``
 (derived from device memory when absent), ``table`` (the vLLM batch-size table
 used by the ``table`` policy, default ``[[1,4,2],[5,512,0]]`` scaled to k_max),
-``workload.prefix_cached_tokens`` (0: the first N tokens of every prompt are one prefix
-shared by all requests and held once in vLLM's prefix cache, as in vLLM's ``prefix_repetition``
-benchmark: they are neither prefilled again nor counted per request against the KV cache, but
-attention still reads them for every request), ``workload.max_model_len`` (the model profile's
+``workload.prefix_cached_tokens`` (0: the first N tokens of a prompt are a prefix held in
+vLLM's prefix cache, as in vLLM's ``prefix_repetition`` benchmark, fixed per admitted request:
+each request keeps the value in force when it was admitted, even after a phase changes it, and
+the requests admitted with the same value share one prefix, held once; it is neither prefilled
+again nor counted per request against the KV cache, but attention still reads it for every
+request), ``workload.max_model_len`` (the model profile's
 context limit when absent: no request's prompt plus output may exceed it),
 ``noise_cv`` (0.03, step-time noise: the log-normal spread of one step), ``noise_ar1`` (0: the
 lag-1 correlation of that noise from step to step, a clock whose speed drifts), ``noise_spike_p``
 and ``noise_spike_mean`` (0: the share of steps that stall, and a stall's mean extra time as a
 fraction of the step, exponential), ``dynamic_cudagraph`` ("PIECEWISE": the
-mode vLLM's dynamic-K server runs in), ``warmup_steps`` (200).
+mode vLLM's own dynamic K runs in, i.e. the ``table`` policies and ``peer:vllm-adaptive-k``;
+governed policies run in their plugin's mode, see :mod:`banditk.sim.policies`),
+``warmup_steps`` (200).
 Every error names the field and shows the value.
 
 ``workload.prompt_tokens`` is an integer (every request the same) or a distribution drawn per

@@ -4,9 +4,11 @@ step = fixed host overhead + per-request host overhead
      + target forward (decodes verify 1 + K tokens each, plus prefill chunks)
      + drafter cost (see :mod:`banditk.sim.drafter_cost`).
 
-The cudagraph mode of the target forward is FULL for decode-only batches of a
-static-K (or no-spec) server and PIECEWISE otherwise: vLLM's dynamic-K mode
-forces PIECEWISE, and mixed prefill/decode batches run piecewise anyway.
+The cudagraph mode of a decode-only step's target forward (and of the drafter's) is the
+server's ``graph_mode`` (:mod:`banditk.sim.policies`): FULL for a static-K or no-spec server
+and for a governed server on Model Runner V2, PIECEWISE where vLLM's V1 runner serves
+dynamic K, NONE on hardware without graphs (costed as FULL: eager dispatch is in
+``graph_launch_s`` there). Mixed prefill/decode batches run piecewise in every mode.
 Decode-only batches on cudagraph hardware are padded to the next capture size
 (:data:`CAPTURE_SIZES`): the padding tokens cost compute (assumed: not extra
 MoE experts), a staircase a smooth latency model does not have.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from banditk.core.server_mode import FULL, GRAPH_MODES, PIECEWISE
 from banditk.sim.drafter_cost import DrafterCost
 from banditk.sim.hardware import HardwareProfile
 from banditk.sim.models import ModelProfile
@@ -44,14 +47,32 @@ class StepCostModel:
         model: target model profile.
         drafter_class: the drafter's class (must have a row in ``model``).
         k_max: largest K.
-        dynamic: True when the server runs vLLM's dynamic-K mode (PIECEWISE).
+        dynamic: the older spelling of ``graph_mode="PIECEWISE"`` (True) or ``"FULL"``
+            (False), used when ``graph_mode`` is not given.
+        graph_mode: the server's decode-step graph mode, one of
+            :data:`banditk.core.server_mode.GRAPH_MODES`; only PIECEWISE costs more.
     """
 
-    def __init__(self, hw: HardwareProfile, model: ModelProfile, drafter_class: str, k_max: int, dynamic: bool) -> None:
+    def __init__(
+        self,
+        hw: HardwareProfile,
+        model: ModelProfile,
+        drafter_class: str,
+        k_max: int,
+        dynamic: bool = False,
+        *,
+        graph_mode: str | None = None,
+    ) -> None:
+        if graph_mode is None:
+            graph_mode = PIECEWISE if dynamic else FULL
+        if graph_mode not in GRAPH_MODES:
+            raise ValueError(f"`graph_mode`={graph_mode!r} must be one of {', '.join(GRAPH_MODES)}.")
         self.hw = hw
         self.model = model
         self.k_max = int(k_max)
-        self.dynamic = bool(dynamic)
+        self.graph_mode = graph_mode
+        #: Decode-only speculative steps run piecewise (the only mode that costs per layer).
+        self.dynamic = graph_mode == PIECEWISE
         self.ks = np.arange(self.k_max + 1, dtype=float)
         self.drafter = DrafterCost(hw, model, model.drafter(drafter_class))
         m = model
@@ -100,7 +121,7 @@ class StepCostModel:
             tok = np.full(self.k_max + 1, float(n_dec + prefill_tokens))
             logits = np.full(self.k_max + 1, float(n_dec + n_prefill))
             draft = np.zeros(self.k_max + 1)
-        padded = pad_to_capture(tok) if (hw.cudagraphs and not mixed) else tok
+        padded = pad_to_capture(tok) if (hw.cuda_graphs and not mixed) else tok
         wb = self._dense_bytes
         if m.is_moe:
             # Padding tokens cost compute only (assumed: they do not pull in extra experts).

@@ -32,7 +32,15 @@ def _with_prompt(base_dict, prompt, **wl):
 
 def _sim(scn, spec="fixed:2", seed=0, policy=None):
     b = build_policy(spec, scn, seed=seed)
-    return Simulator(scn, policy or b.policy, seed=seed, speculation=b.speculation, dynamic=b.dynamic)
+    return Simulator(
+        scn,
+        policy or b.policy,
+        seed=seed,
+        speculation=b.speculation,
+        dynamic=b.dynamic,
+        graph_mode=b.graph_mode,
+        graph_ladders=b.graph_ladders,
+    )
 
 
 # -- parsing --------------------------------------------------------------------------------

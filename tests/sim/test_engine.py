@@ -11,7 +11,15 @@ from banditk.sim.scenario import parse_scenario
 
 def _run(scn, spec, seed=0, steps=600):
     b = build_policy(spec, scn, seed=seed)
-    sim = Simulator(scn, b.policy, seed=seed, speculation=b.speculation, dynamic=b.dynamic)
+    sim = Simulator(
+        scn,
+        b.policy,
+        seed=seed,
+        speculation=b.speculation,
+        dynamic=b.dynamic,
+        graph_mode=b.graph_mode,
+        graph_ladders=b.graph_ladders,
+    )
     tr, done = sim.run(steps)
     return sim, tr, done
 
@@ -85,8 +93,9 @@ def test_oracle_goodput_beats_every_fixed_k(base_dict):
         o = run_policy(s, "oracle", seed=1, steps=800, warmup=100).summary
         assert o["regret_fraction"] == pytest.approx(0.0, abs=1e-12)
         for k in range(0, 3):
-            # fixed K in the same (dynamic) server mode as the oracle
-            f = run_policy(s, f"table:[[1,512,{k}]]", seed=1, steps=800, warmup=100).summary
+            # fixed K in the same (dynamic, FULL) server mode as the oracle
+            f = run_policy(s, f"table:[[1,512,{k}]]@FULL", seed=1, steps=800, warmup=100).summary
+            assert f["server_mode"] == o["server_mode"] == "MRv2 FULL"
             assert f["regret_fraction"] >= -1e-12
             assert o["throughput_tok_s"] >= 0.98 * f["throughput_tok_s"], (c, k)
 
