@@ -3,23 +3,14 @@
 import numpy as np
 import pytest
 
-from banditk.sim.engine import Simulator
-from banditk.sim.policies import build_policy
 from banditk.sim.run import run_policy
 from banditk.sim.scenario import parse_scenario
 
+from .simulate import simulator_for
+
 
 def _run(scn, spec, seed=0, steps=600):
-    b = build_policy(spec, scn, seed=seed)
-    sim = Simulator(
-        scn,
-        b.policy,
-        seed=seed,
-        speculation=b.speculation,
-        dynamic=b.dynamic,
-        graph_mode=b.graph_mode,
-        graph_ladders=b.graph_ladders,
-    )
+    sim = simulator_for(scn, spec, seed)
     tr, done = sim.run(steps)
     return sim, tr, done
 

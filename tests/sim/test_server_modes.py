@@ -20,7 +20,7 @@ import pytest
 
 from banditk.core.errors import ConfigError, IncompatiblePriorError
 from banditk.sim.cli import main
-from banditk.sim.engine import Simulator, capture_kv_tokens, default_kv_capacity
+from banditk.sim.engine import capture_kv_tokens, default_kv_capacity
 from banditk.sim.hardware import HARDWARE, get_hardware
 from banditk.sim.models import get_model
 from banditk.sim.policies import build_policy, split_mode
@@ -30,22 +30,14 @@ from banditk.sim.run import run_policy
 from banditk.sim.scenario import ScenarioError, load_scenario, parse_scenario
 from banditk.sim.step_time import StepCostModel
 
+from .simulate import simulator_for
+
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "experiments" / "scenarios"
 GIB = 2**30
 
 
-def _sim(scn, spec, seed=0):
-    b = build_policy(spec, scn, seed=seed)
-    return Simulator(
-        scn,
-        b.policy,
-        seed=seed,
-        speculation=b.speculation,
-        dynamic=b.dynamic,
-        graph_mode=b.graph_mode,
-        graph_ladders=b.graph_ladders,
-    )
+_sim = simulator_for
 
 
 # ---- the mode of each policy, per hardware -----------------------------------------------------
