@@ -12,6 +12,11 @@ on; the exit code is 1 if any step failed. Every step's output is also logged to
 .cache/regenerate/<mode>/<step>.log. Last, experiments/readme_results.py rewrites README.md's
 results block from the reports (--no-readme leaves it).
 
+After a step, a report that records no provenance gets the tree's, taken before the step ran.
+A simulator step's reports are also stamped with the hash of the banditk/ modules its script can
+import (experiments/source_closure.py), so an adapter change leaves them current; --stamp
+stamps reports made before stamps existed, when this tree's banditk/ made them.
+
 Full mode writes where the committed reports live, with the arguments they were made with.
 Quick mode never touches results/: it writes under .cache/results-quick/ (git ignores .cache/),
 with each script's --quick or shorter runs and one worker process, so a smoke run cannot
@@ -25,6 +30,7 @@ also records vLLM-CPU telemetry and refits every shipped prior first.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fnmatch
 import importlib.util
 import json
@@ -37,6 +43,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))
+
+import source_closure  # noqa: E402
+
+from banditk.io.provenance import provenance  # noqa: E402
+
 SCENARIOS = ROOT / "experiments" / "scenarios"
 QUICK_ROOT = Path(".cache/results-quick")
 LOG_ROOT = Path(".cache/regenerate")
@@ -63,6 +75,10 @@ class Step:
         needs: tags of NEEDS the step requires.
         minutes: full-mode minutes when the committed report has no ``wall_s``; None if unknown.
         note: why the step is as it is, for --list.
+        scope: the scripts whose import closure (:mod:`source_closure`) holds every banditk/
+            source the report depends on; its reports are stamped with that closure's hash,
+            so only a change inside it makes them stale. None: the whole of banditk/, for steps
+            that start vLLM (the plugin loads by entry point) or read a vLLM run's output.
     """
 
     name: str
@@ -73,6 +89,7 @@ class Step:
     needs: tuple[str, ...] = ()
     minutes: float | None = None
     note: str = ""
+    scope: tuple[str, ...] | None = None
 
     def argv(self, quick: bool, quick_root: Path) -> list[str] | None:
         """The command line of this step, or None when the mode leaves it out."""
@@ -152,7 +169,8 @@ def sim_steps() -> list[Step]:
              ("--quick", "--out", "{q}/noisy-clock"), "results/noisy-clock",
              note="the live-clock-cpu scenario's noisy step clock, at the live sweep's points"),
     ]  # fmt: skip
-    return steps
+    # None of them starts vLLM or reads a vLLM run: their scripts' imports are their sources.
+    return [dataclasses.replace(s, scope=(s.script,)) for s in steps]
 
 
 def live_steps() -> list[Step]:
@@ -312,6 +330,56 @@ def log_tail(log: Path, lines: int = 5) -> list[str]:
     return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
+def stamp_reports(step: Step, made_by: dict | None = None) -> list[Path]:
+    """Stamp the step's JSON reports with what made them; return the files changed.
+
+    Args:
+        step: the step whose ``writes`` holds the reports.
+        made_by: the tree's provenance taken before the step ran. A report that records none
+            gets it, when the tree is still the same: then it is what made the report.
+
+    A report made by this tree's banditk/ from a clean tree is also stamped with the hash of
+    the step's scope's import closure: the closure hashed now is the closure that made it.
+    """
+    from banditk.io.atomic import atomic_write_text
+
+    now = provenance()
+    made_by = made_by if made_by == now else None
+    stamp, out = None, []
+    target = ROOT / step.writes
+    for path in sorted(target.rglob("*.json")) if target.is_dir() else [target] if target.is_file() else []:
+        text = path.read_text()
+        try:
+            report = json.loads(text)
+        except ValueError:
+            continue
+        if not isinstance(report, dict):
+            continue
+        changed = "provenance" not in report and made_by is not None
+        if changed:
+            report["provenance"] = dict(made_by)
+        made = report.get("provenance")
+        ours = (
+            isinstance(made, dict)
+            and made.get("sources_sha256") == now["sources_sha256"]
+            and made.get("dirty") is False
+        )
+        if ours and step.scope is not None:
+            stamp = stamp or source_closure.stamp_for(step.scope)
+            changed |= made.get("closure") != stamp
+            made["closure"] = stamp
+        if changed:
+            atomic_write_text(path, json.dumps(report, indent=json_indent(text)) + "\n" * text.endswith("\n"))
+            out.append(path)
+    return out
+
+
+def json_indent(text: str) -> int | None:
+    """The indent of a JSON text (its second line's leading spaces); None for one line."""
+    lines = text.splitlines()
+    return len(lines[1]) - len(lines[1].lstrip(" ")) if len(lines) > 1 else None
+
+
 def run_steps(steps: list[Step], quick: bool, quick_root: Path) -> list[tuple[Step, str, float]]:
     """Run each step in turn; a failure is recorded and the next step runs. Returns (step, status, seconds)."""
     mode = "quick" if quick else "full"
@@ -333,6 +401,7 @@ def run_steps(steps: list[Step], quick: bool, quick_root: Path) -> list[tuple[St
         print(f"{head} {s.name}: {shlex.join(['python', *argv[1:]])}", flush=True)
         log = ROOT / LOG_ROOT / mode / f"{s.name}.log"
         t0 = time.monotonic()
+        made_by = None if quick else provenance()
         try:
             rc = run_logged(argv, log)
         except KeyboardInterrupt:  # the step got the interrupt too; the summary still says what ran
@@ -341,6 +410,9 @@ def run_steps(steps: list[Step], quick: bool, quick_root: Path) -> list[tuple[St
             return done
         secs = time.monotonic() - t0
         status = "ok" if rc == 0 else f"FAILED: exit {rc}, log {log.relative_to(ROOT)}"
+        if rc == 0 and not quick:
+            stamped = stamp_reports(s, made_by)
+            status += f", {len(stamped)} report(s) stamped with what made them" if stamped else ""
         print(f"{head} {s.name}: {status} in {secs / 60:.1f} min", flush=True)
         for line in log_tail(log) if rc != 0 else []:
             print(f"    | {line}", flush=True)
@@ -371,12 +443,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--list", action="store_true", help="list the steps (commands, outputs, minutes) and exit")
     p.add_argument("--dry-run", action="store_true", help="print the commands the run would execute and exit")
     p.add_argument(
+        "--stamp",
+        action="store_true",
+        help="run nothing: stamp the selected steps' committed reports that this tree's banditk/ made "
+        "with their sources' closure (a report made before stamps existed)",
+    )
+    p.add_argument(
         "--quick-root", type=Path, default=QUICK_ROOT, help=f"quick mode's output folder (default {QUICK_ROOT})"
     )
     p.set_defaults(quick=False)  # --full's store_false would otherwise make quick the default
     args = p.parse_args(argv)
     if args.refit_priors and args.quick:
         p.error("--refit-priors writes the shipped priors in priors/: full mode only")
+    if args.stamp and args.quick:
+        p.error("--stamp stamps the committed reports under results/: full mode only")
     return args
 
 
@@ -393,6 +473,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.dry_run:
         print_dry_run(steps, args.quick, args.quick_root)
+        return 0
+    if args.stamp:
+        for s in steps:
+            for path in stamp_reports(s):
+                print(f"{s.name}: stamped {path.relative_to(ROOT)}")
         return 0
     t0 = time.monotonic()
     done = run_steps(steps, args.quick, args.quick_root)

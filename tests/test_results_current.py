@@ -2,8 +2,10 @@
 
 The first two tests read the committed reports: README.md's results block must be what
 experiments/readme_results.py renders from them, and each report it quotes must carry the
-provenance of this tree's ``banditk/`` sources. They fail whenever banditk/ changes and the
-reports are not remade (``make results``, or the one regenerate command the message names).
+provenance of this tree's ``banditk/`` sources: all of them, or, for a report stamped with its
+script's import closure (experiments/source_closure.py), the sources in that closure. They fail
+whenever those sources change and the reports are not remade (``make results``, or the one
+regenerate command the message names).
 The rest test the renderer and the regenerate plan on small synthetic reports.
 """
 
@@ -53,15 +55,28 @@ def test_readme_block_is_what_the_reports_give():
     )
 
 
-def stale_reason(provenance, current: str) -> str | None:
-    """Why a report's provenance is not this tree's, or None when it is."""
+def stale_reason(provenance, current: str, closure_now: dict | None = None) -> str | None:
+    """Why a report's provenance is not this tree's, or None when it is.
+
+    ``closure_now`` is the stamp of the report's step computed on this tree (None when the step
+    depends on the whole of banditk/): a report stamped with a closure is current when that
+    closure's sources are unchanged, whatever else in banditk/ changed.
+    """
     if not isinstance(provenance, dict):
         return "no `provenance` (made before reports recorded it)"
+    if provenance.get("dirty") is not False:
+        return f"made from a tree with uncommitted banditk/ changes (provenance.dirty is {provenance.get('dirty')})"
+    made = provenance.get("closure")
+    if closure_now is not None and isinstance(made, dict):
+        if made.get("sha256") == closure_now["sha256"]:
+            return None
+        return (
+            f"made by other sources of its import closure ({', '.join(closure_now['entries'])}: "
+            f"provenance.closure.sha256 {str(made.get('sha256'))[:12]}..., this tree {closure_now['sha256'][:12]}...)"
+        )
     if provenance.get("sources_sha256") != current:
         made = str(provenance.get("sources_sha256"))[:12]
         return f"made by other banditk/ sources (provenance.sources_sha256 {made}..., this tree {current[:12]}...)"
-    if provenance.get("dirty") is not False:
-        return f"made from a tree with uncommitted banditk/ changes (provenance.dirty is {provenance.get('dirty')})"
     return None
 
 
@@ -70,9 +85,12 @@ def test_quoted_reports_were_made_by_this_tree():
     reports = rr.quoted_reports()
     assert reports, "README.md's results block quotes no report: results/live and results/sweep-* are missing"
     stale, steps = [], []
+    steps_by_name = {s.name: s for s in regen.plan()}
     for path in reports:
         rel = path.relative_to(ROOT).as_posix()
-        why = stale_reason(rr.load_report(path).get("provenance"), current)
+        scope = steps_by_name[regen.step_for(rel)].scope if regen.step_for(rel) else None
+        closure_now = regen.source_closure.stamp_for(scope) if scope else None
+        why = stale_reason(rr.load_report(path).get("provenance"), current, closure_now)
         if why:
             step = regen.step_for(rel)
             steps.append(step)

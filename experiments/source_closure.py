@@ -1,0 +1,142 @@
+"""The banditk/ sources a report depends on: the static import closure of the script that made it.
+
+A report records ``provenance.sources_sha256``, a hash of every file under banditk/. That is
+exact and too strict: a change to the vLLM adapter makes every simulator report stale, though
+no simulator run imports the adapter. The closure narrows the check to the modules the
+report's script can reach by any import statement, at module level or inside a function,
+through local experiments/ helpers, relative imports and banditk's lazy public names.
+
+The closure over-approximates what ran (an import on an untaken branch still counts), which is
+the safe side. It cannot see code started another way: a subprocess, or a plugin loaded by
+entry point (vLLM loads banditk's). Steps that start vLLM are never stamped with a closure.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "banditk"
+
+
+def module_file(name: str, root: Path = ROOT) -> Path | None:
+    """The file of a dotted module name under ``root``: ``a/b.py`` or ``a/b/__init__.py``."""
+    base = root.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+#: Folders whose modules scripts import by bare name.
+LOCAL_FOLDERS = ("experiments", "tests")
+
+
+@functools.cache
+def local_helpers(root: Path = ROOT) -> dict[str, list[Path]]:
+    """``{module name: files}`` of the .py files under :data:`LOCAL_FOLDERS`."""
+    out: dict[str, list[Path]] = {}
+    for folder in LOCAL_FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            out.setdefault(path.stem, []).append(path)
+    return out
+
+
+def _lazy_public(init: Path) -> dict[str, str]:
+    """A package's ``_PUBLIC = {name: module}`` map (banditk's lazy public names), or {}."""
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_PUBLIC" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return {}
+            return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+    return {}
+
+
+def _package_of(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] != "__init__" else parts[:-1])
+
+
+def imported_names(path: Path, root: Path = ROOT) -> set[str]:
+    """Dotted names a file may import: every ``import``/``from`` anywhere in it, relative ones resolved."""
+    names: set[str] = set()
+    package = _package_of(path, root) if path.is_relative_to(root) else ""
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".") if package else []
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            names.add(module)
+            # `from a import b` imports a.b when b is a module; a name otherwise (checked later).
+            names.update(f"{module}.{alias.name}" for alias in node.names if alias.name != "*")
+    return {n for n in names if n}
+
+
+def closure(entry: Path, root: Path = ROOT, package: str = PACKAGE) -> list[Path]:
+    """Every ``package`` file reachable from ``entry``'s imports, sorted; local modules are followed.
+
+    Local modules are those that resolve to a file under ``root`` (experiments/ helpers imported
+    by bare name resolve against the entry's folder too). Each module brings its parent packages'
+    ``__init__``, which Python runs first.
+    """
+    seen: set[Path] = set()
+    todo = [entry]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in imported_names(path, root):
+            for target in _resolve(name, path, root, package):
+                if target not in seen:
+                    todo.append(target)
+    return sorted(p for p in seen if p.is_relative_to(root / package))
+
+
+def _resolve(name: str, importer: Path, root: Path, package: str) -> list[Path]:
+    """The files running ``import name`` executes: its parent packages' ``__init__`` and itself."""
+    parts = name.split(".")
+    if parts[0] != package:
+        # A helper imported by bare name (scripts put experiments/ or a tests/ folder on sys.path):
+        # every file of that name counts, the safe side.
+        return local_helpers(root).get(name, []) if len(parts) == 1 else []
+    out = []
+    for i in range(1, len(parts) + 1):
+        found = module_file(".".join(parts[:i]), root)
+        if found is None:
+            if i == len(parts) and i > 1:
+                # `from pkg import Name`: Name may be a lazy public name of pkg.
+                init = module_file(".".join(parts[:-1]), root)
+                lazy = _lazy_public(init) if init is not None and init.name == "__init__.py" else {}
+                if parts[-1] in lazy:
+                    out += _resolve(lazy[parts[-1]], importer, root, package)
+            break
+        out.append(found)
+    return out
+
+
+def closure_sha256(files: list[Path], root: Path = ROOT) -> str:
+    """SHA-256 over the files by relative path and content (the scheme of ``sources_sha256``)."""
+    h = hashlib.sha256()
+    for p in sorted(files):
+        h.update(p.relative_to(root).as_posix().encode())
+        h.update(b"\0")
+        h.update(p.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def stamp_for(entries: tuple[str, ...], root: Path = ROOT) -> dict:
+    """``{"entries", "files", "sha256"}`` of entry scripts (relative to ``root``), for a report's provenance."""
+    files = sorted({f for entry in entries for f in closure(root / entry, root)})
+    return {"entries": list(entries), "files": len(files), "sha256": closure_sha256(files, root)}

@@ -1,0 +1,139 @@
+"""The import closure that scopes a simulator report's provenance, and the stamps regenerate writes.
+
+The closure tests run on a small package built in a temporary root, so they say exactly which
+files each import form brings in; the stamping and staleness tests use this tree's banditk/.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_results_current import regen, stale_reason
+
+from banditk.io.provenance import sources_sha256
+
+sc = regen.source_closure
+
+
+def write(root: Path, rel: str, text: str = "") -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """banditk/ with lazy public names, a subpackage and relative imports; an experiments/ script."""
+    write(tmp_path, "banditk/__init__.py", '_PUBLIC = {"Gov": "banditk.gov"}\n')
+    write(tmp_path, "banditk/gov.py", "from banditk.core import types\n")
+    write(tmp_path, "banditk/core/__init__.py")
+    write(tmp_path, "banditk/core/types.py", "from . import errors\n")
+    write(tmp_path, "banditk/core/errors.py")
+    write(tmp_path, "banditk/sim/__init__.py")
+    write(tmp_path, "banditk/sim/run.py", "def go():\n    from ..core.errors import Boom\n")
+    write(tmp_path, "banditk/adapter/__init__.py")
+    write(tmp_path, "banditk/adapter/plugin.py", "import banditk.gov\n")
+    write(tmp_path, "experiments/helper.py", "import banditk.sim.run\n")
+    return tmp_path
+
+
+def rel(paths, root):
+    return [p.relative_to(root).as_posix() for p in paths]
+
+
+def test_closure_follows_every_import_form_and_stops_at_unreached_modules(tree):
+    write(tree, "experiments/script.py", "import helper\n\ndef main():\n    from banditk import Gov\n")
+    assert rel(sc.closure(tree / "experiments/script.py", tree), tree) == [
+        "banditk/__init__.py",
+        "banditk/core/__init__.py",
+        "banditk/core/errors.py",  # relative imports, one inside a function
+        "banditk/core/types.py",
+        "banditk/gov.py",  # a lazy public name of banditk
+        "banditk/sim/__init__.py",
+        "banditk/sim/run.py",  # through the bare-name helper
+    ]  # the adapter is never imported
+
+
+def test_a_name_that_is_not_a_module_brings_its_package_only(tree):
+    write(tree, "experiments/script.py", "from banditk.core.types import StepContext\nfrom banditk.sim import nope\n")
+    assert rel(sc.closure(tree / "experiments/script.py", tree), tree) == [
+        "banditk/__init__.py",
+        "banditk/core/__init__.py",
+        "banditk/core/errors.py",
+        "banditk/core/types.py",
+        "banditk/sim/__init__.py",
+    ]
+
+
+def test_stamp_hash_moves_with_a_closure_file_and_not_with_others(tree):
+    write(tree, "experiments/script.py", "import banditk.sim.run\n")
+    before = sc.stamp_for(("experiments/script.py",), tree)
+    write(tree, "banditk/adapter/plugin.py", "import banditk.gov  # changed\n")
+    assert sc.stamp_for(("experiments/script.py",), tree) == before
+    write(tree, "banditk/core/errors.py", "class Boom(Exception): ...\n")
+    after = sc.stamp_for(("experiments/script.py",), tree)
+    assert after["sha256"] != before["sha256"] and after["files"] == before["files"] == 5
+
+
+def test_a_new_import_changes_the_stamp(tree):
+    write(tree, "experiments/script.py", "import banditk.sim.run\n")
+    before = sc.stamp_for(("experiments/script.py",), tree)
+    write(tree, "banditk/sim/run.py", "import banditk.adapter.plugin\n")  # and no longer core.errors
+    after = sc.stamp_for(("experiments/script.py",), tree)
+    # + adapter/__init__, adapter/plugin, gov, core/types; core/__init__ and core/errors stay (via gov)
+    assert after["files"] == before["files"] + 4
+
+
+# ---- stamping and staleness on this tree ----------------------------------------------------------
+
+
+def report(sha: str, dirty: bool = False) -> dict:
+    return {"provenance": {"commit": "c0ffee", "dirty": dirty, "sources_sha256": sha}, "x": [1, 2]}
+
+
+def test_stamp_reports_stamps_only_reports_of_this_tree(tmp_path):
+    current = sources_sha256()
+    ours = write(tmp_path, "out/report.json", json.dumps(report(current), indent=1) + "\n")
+    other = write(tmp_path, "out/other/report.json", json.dumps(report("f" * 64), indent=2))
+    dirty = write(tmp_path, "out/dirty.json", json.dumps(report(current, dirty=True)))
+    step = regen.Step("s", "experiments/sweep.py", (), None, str(tmp_path / "out"), scope=("experiments/sweep.py",))
+    texts = {p: p.read_text() for p in (other, dirty)}
+
+    assert regen.stamp_reports(step) == [ours]
+    stamped = json.loads(ours.read_text())
+    assert stamped["provenance"]["closure"] == sc.stamp_for(("experiments/sweep.py",))
+    assert stamped["x"] == [1, 2] and ours.read_text().startswith('{\n "provenance"')  # indent kept
+    assert {p: p.read_text() for p in (other, dirty)} == texts
+    assert regen.stamp_reports(regen.Step("live", "x.py", (), None, str(tmp_path / "out"))) == []  # no scope
+
+
+def test_a_report_without_provenance_gets_the_one_taken_before_its_step(tmp_path):
+    bare = write(tmp_path, "out/report.json", json.dumps({"x": 1}))
+    step = regen.Step("s", "experiments/sweep.py", (), None, str(tmp_path / "out"), scope=("experiments/sweep.py",))
+    assert regen.stamp_reports(step, made_by={**regen.provenance(), "commit": "elsewhere"}) == []  # tree moved
+    assert json.loads(bare.read_text()) == {"x": 1}
+    assert regen.stamp_reports(step, made_by=regen.provenance()) == [bare]
+    made, tree = json.loads(bare.read_text())["provenance"], regen.provenance()
+    closure = {"closure": sc.stamp_for(("experiments/sweep.py",))} if tree["dirty"] is False else {}
+    assert made == {**tree, **closure}  # a tree with banditk/ edits gets no closure stamp
+    assert regen.stamp_reports(step, made_by=regen.provenance()) == []  # stamped already: left alone
+
+
+def test_every_simulator_step_is_scoped_and_no_vllm_step_is():
+    for step in regen.plan(refit_priors=True):
+        if "vllm" in step.needs or step.name in ("sim-vs-real", "priors", "priors-readme", "fit-speed"):
+            assert step.scope is None, step.name
+    assert all(s.scope == (s.script,) for s in regen.sim_steps())
+
+
+def test_a_stamped_report_is_judged_by_its_closure():
+    now = sc.stamp_for(("experiments/sweep.py",))
+    made = {"commit": "c", "dirty": False, "sources_sha256": "old", "closure": dict(now)}
+    assert stale_reason(made, "new", now) is None  # other banditk/ sources moved, not the closure's
+    assert stale_reason(made, "new", None) is not None  # a step without scope: the whole package
+    assert "import closure" in stale_reason({**made, "closure": {**now, "sha256": "0" * 64}}, "new", now)
+    assert "uncommitted" in stale_reason({**made, "dirty": True}, "new", now)
+    assert "other banditk/ sources" in stale_reason({k: v for k, v in made.items() if k != "closure"}, "new", now)
