@@ -10,7 +10,9 @@ Modules, one idea each:
 - :mod:`.runtime`: what those schedulers do each step: decide, credit, record.
 - :mod:`.ledger`: which decision an outcome belongs to (a step later, also async).
 - :mod:`.telemetry`: bounded acceptance/timing telemetry and the rotated JSONL log.
-- :mod:`.worker_timing`: draft/target forward timers in the worker process.
+- :mod:`.worker_timing`: draft/target forward timers in the worker process (CPU clocks).
+- :mod:`.event_timing`: the same on Model Runner V2, from CUDA events read without a sync.
+- :mod:`.draft_times`: the drafter's time per K, for crediting each decision its own.
 - :mod:`.snapshots`: periodic and shutdown snapshots, atomic.
 - :mod:`.metrics`: ``banditk:*`` on vLLM's ``/metrics`` (carried in the scheduler stats, a stat-logger plugin).
 - :mod:`.vllm_compat`: every vLLM-version-dependent assumption, checked at start-up.

@@ -8,6 +8,10 @@ steps are still executed and updated in schedule order, so "the previous
 executed step" is well defined in both modes. Steps that schedule no tokens
 never run the model and get no index.
 
+A step's cycle runs the target over the previous decision's drafts and then the
+drafter for its own decision, so its wall time mixes two decisions' costs;
+:func:`decision_cost` swaps the drafter part back where the worker timed it.
+
 This module is pure bookkeeping (no vLLM import) so it can be tested alone.
 
 Examples:
@@ -39,6 +43,7 @@ class StepEntry:
         decoding: ids of requests that decoded at that step (B = len).
         t_schedule: clock at the start of its ``schedule()``.
         draft_s: the drafter time of that step (it proposed this decision's drafts).
+        num_reqs: requests scheduled at that step (the drafter ran for them).
     """
 
     step: int
@@ -47,7 +52,29 @@ class StepEntry:
     decoding: tuple[str, ...]
     t_schedule: float
     draft_s: float | None = None
+    num_reqs: int = 0
     extra: dict = field(default_factory=dict)
+
+
+def decision_cost(cycle_s: float, next_draft_s: float | None, own_draft_s: float | None) -> float:
+    """The step time a decision is credited with: the cycle that verified its drafts, with that
+    cycle's drafter time (spent on the next decision's drafts) swapped for the drafter time that
+    proposed this decision's drafts.
+
+    Unswapped, a K tried for one step between steps of an incumbent pays the incumbent's drafter
+    time: a K below the incumbent looks slower than it is and a K above it faster, so the
+    governor stays where it started. Without both drafter times the cycle is credited as it is.
+
+    Examples:
+        >>> round(decision_cost(0.10, next_draft_s=0.03, own_draft_s=0.01), 6)  # K=1 tried under K=3
+        0.08
+        >>> decision_cost(0.10, next_draft_s=None, own_draft_s=0.01)
+        0.1
+    """
+    if next_draft_s is None or own_draft_s is None:
+        return cycle_s
+    cost = cycle_s - next_draft_s + own_draft_s
+    return cost if cost > 0.0 else cycle_s
 
 
 class DecisionLedger:
@@ -60,11 +87,13 @@ class DecisionLedger:
         self._last_closed: StepEntry | None = None
         self._t_last_end: float | None = None
 
-    def open_step(self, *, k: int, decision: Any, decoding: tuple[str, ...], t_schedule: float) -> int:
+    def open_step(
+        self, *, k: int, decision: Any, decoding: tuple[str, ...], t_schedule: float, num_reqs: int = 0
+    ) -> int:
         """Record a scheduled step that runs the model; return its index."""
         step = self._next
         self._next += 1
-        self._open[step] = StepEntry(step, k, decision, tuple(decoding), t_schedule)
+        self._open[step] = StepEntry(step, k, decision, tuple(decoding), t_schedule, num_reqs=num_reqs)
         while len(self._open) > self._max_open:  # outputs never came (engine reset): forget
             self._open.popitem(last=False)
         return step
@@ -103,3 +132,8 @@ class DecisionLedger:
     @property
     def num_open(self) -> int:
         return len(self._open)
+
+    @property
+    def last_closed(self) -> StepEntry | None:
+        """The entry :meth:`close_step` closed last."""
+        return self._last_closed

@@ -21,8 +21,8 @@ end, engine core, workers). In the front end it wraps
 
 Without ``"governor"`` (or with ``"governor": "off"``) the wrapper passes
 everything through untouched. In worker processes :func:`register` installs the
-forward timers (:mod:`.worker_timing`) and the graph-ladder mend (:mod:`.graph_mode`) when
-the front end asked for them.
+forward timers (:mod:`.worker_timing` on CPU, :mod:`.event_timing` on MRv2) and the
+graph-ladder mend (:mod:`.graph_mode`) when the front end asked for them.
 """
 
 from __future__ import annotations
@@ -71,10 +71,15 @@ def register() -> None:
 
 
 def _install_worker_hooks() -> None:
-    """The forward timers and the graph-ladder mend, where the model runs; never fatal."""
-    from banditk.adapter import graph_mode, worker_timing
+    """The forward timers (CPU clocks or MRv2's CUDA events) and the graph-ladder mend; never fatal."""
+    from banditk.adapter import event_timing, graph_mode, worker_timing
 
-    for what, install in (("forward timers", worker_timing.install), ("graph-ladder mend", graph_mode.install)):
+    hooks = (
+        ("forward timers", worker_timing.install),
+        ("CUDA-event timers", event_timing.install),
+        ("graph-ladder mend", graph_mode.install),
+    )
+    for what, install in hooks:
         try:
             install()
         except Exception as e:

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from banditk.adapter import vllm_compat, worker_timing
+from banditk.adapter import event_timing, vllm_compat, worker_timing
 from banditk.adapter.breaker import SlowCallBreaker
+from banditk.adapter.draft_times import DraftTimes
 from banditk.adapter.graph_mode import server_mode_of
-from banditk.adapter.ledger import DecisionLedger
+from banditk.adapter.ledger import DecisionLedger, decision_cost
 from banditk.adapter.settings import ADDITIONAL_CONFIG_KEY, AdapterSettings
 from banditk.adapter.snapshots import SnapshotWriter
 from banditk.adapter.telemetry import RotatingJsonl, Telemetry
@@ -39,6 +40,8 @@ logger = logging.getLogger("vllm.banditk")
 
 #: Requests' histories are evicted every this many steps (and at shutdown).
 _EVICT_EVERY = 64
+#: Outputs without forward durations before the log says none will come (GPU samples arrive late).
+_UNTIMED_BEFORE_WARNING = 64
 
 
 class GovernorRuntime:
@@ -96,7 +99,8 @@ class GovernorRuntime:
         self._step_of: dict[int, int] = {}
         self._prefill_of: dict[int, int] = {}
         self._verified: list[tuple[str, int, int]] = []
-        self._timing_known: bool | None = None
+        self._timing_said, self._untimed_outputs = False, 0
+        self.draft_times = DraftTimes()
         self._t_state = time.monotonic()
         self._closed = False
         self.server_mode = ""  # "MRv2 FULL", "V1 PIECEWISE", ...: set from vLLM's config
@@ -147,14 +151,20 @@ class GovernorRuntime:
             decoding, context_tokens = vllm_compat.decoding_requests(scheduler, scheduler_output)
             decision, fallback = None, None
             if not self.dynamic_k:
-                k = int(scheduler_output.num_spec_tokens_to_schedule)
+                k = vllm_compat.num_spec_tokens(scheduler_output)
             else:
                 # A prefill-only step asks the policy too (B = 0): requests finishing their
                 # prompt get drafts, and a table gives the K vLLM's table would.
                 k, decision, fallback = self._select(scheduler, scheduler_output, len(decoding), context_tokens)
                 self.last_k = k
                 vllm_compat.set_num_spec_tokens(scheduler_output, k)
-            step = self.ledger.open_step(k=k, decision=decision, decoding=tuple(decoding), t_schedule=self._t_schedule)
+            step = self.ledger.open_step(
+                k=k,
+                decision=decision,
+                decoding=tuple(decoding),
+                t_schedule=self._t_schedule,
+                num_reqs=len(scheduler_output.num_scheduled_tokens),
+            )
             if fallback is not None:
                 self.ledger.entry(step).extra["fallback"] = fallback
                 fb = self.telemetry.fallbacks
@@ -241,14 +251,19 @@ class GovernorRuntime:
             if not vllm_compat.has_unfinished_requests(scheduler):
                 self._on_idle(scheduler)
             return
-        timing = worker_timing.read(model_runner_output)
-        self._note_timing(timing is not None)
-        res = self.ledger.close_step(step, t_end=t_end, draft_s=None if timing is None else timing[1])
+        timing = worker_timing.read(model_runner_output)  # this step's, on CPU
+        samples = event_timing.read(model_runner_output)  # earlier steps', on MRv2
+        for s in samples:
+            self.draft_times.observe(s.k, s.num_reqs, s.draft_s)
+            self.telemetry.observe_forwards(s.target_s, s.draft_s)
+        self._note_timing("the worker's timers" if timing else "CUDA events" if samples else None)
+        target_s, draft_s = (None, None) if timing is None else timing
+        res = self.ledger.close_step(step, t_end=t_end, draft_s=draft_s)
         if res is not None:
-            prev, duration = res
-            target_s = None if timing is None else timing[0]
-            self.telemetry.observe_step(duration, target_s, prev.draft_s)
+            prev, cycle = res
+            self.telemetry.observe_step(cycle, target_s, prev.draft_s)
             if prev.decision is not None and prev.decoding:  # nothing decoded: nothing to learn
+                duration = decision_cost(cycle, self._draft_s(self.ledger.last_closed), self._draft_s(prev))
                 self._credit(prev, duration, target_s, verified, scheduler_output, self._prefill_of.pop(step, 0))
             elif "fallback" in prev.extra and self.log is not None:
                 # Not credited, but the K it ran belongs in the K sequence the switch counts read.
@@ -319,16 +334,31 @@ class GovernorRuntime:
 
     # ---- housekeeping -----------------------------------------------------------------------
 
-    def _note_timing(self, available: bool) -> None:
-        if self._timing_known is None:
-            self._timing_known = available
-            if available:
-                logger.info("banditk: draft and target forward durations come from the worker's timers.")
-            else:
-                logger.warning(
-                    "banditk: draft/target forward durations are not measurable in this layout; "
-                    "the governor uses step time alone."
-                )
+    def _draft_s(self, entry) -> float | None:
+        """The drafter time of a closed step: measured (CPU), else estimated from CUDA-event samples."""
+        if entry.draft_s is not None:
+            return entry.draft_s
+        return self.draft_times.estimate(entry.k, entry.num_reqs)
+
+    def _note_timing(self, source: str | None) -> None:
+        """Say once where forward durations come from or, after a while without any, that none do."""
+        if self._timing_said:
+            return
+        self._untimed_outputs += source is None
+        if source is not None:
+            logger.info(
+                "banditk: draft and target forward durations come from %s; each decision is credited "
+                "its own drafter time.",
+                source,
+            )
+        elif self._untimed_outputs >= _UNTIMED_BEFORE_WARNING:
+            logger.warning(
+                "banditk: draft/target forward durations are not measurable in this layout; "
+                "each decision is credited the whole step cycle that verified its drafts."
+            )
+        else:
+            return
+        self._timing_said = True
 
     def _periodic(self) -> None:
         if self.snapshots is not None:

@@ -46,6 +46,10 @@ CUDA graphs and in the tests everywhere):
     ``num_reqs``, ``uniform_token_count``, ``num_active_loras`` and ``num_ubatches``.
 11. MRv2's model runner reads ``SchedulerOutput.num_spec_tokens_to_schedule`` (the K
     proposed after the step), as V1's does.
+12. MRv2's ``GPUModelRunner`` has ``execute_model(scheduler_output, ..., dummy_run=False)``
+    and ``sample_tokens``; the drafter runs inside ``sample_tokens`` through
+    ``self.speculator.propose``, and the ``AsyncOutput`` it returns carries the step's
+    ``ModelRunnerOutput`` as ``model_runner_output`` (:mod:`.event_timing` times these).
 """
 
 from __future__ import annotations
@@ -244,6 +248,10 @@ def additional_config(vllm_config: Any) -> dict:
 # ---- engine core: scheduler state ------------------------------------------------------
 
 
+def num_spec_tokens(scheduler_output: Any) -> int:
+    return int(scheduler_output.num_spec_tokens_to_schedule)
+
+
 def set_num_spec_tokens(scheduler_output: Any, k: int) -> None:
     scheduler_output.num_spec_tokens_to_schedule = int(k)
 
@@ -423,6 +431,13 @@ def check_mrv2_shape() -> None:
         _fail(f"BatchExecutionDescriptor lacks some of {sorted(want)}")
     if "num_spec_tokens_to_schedule" not in _source(mrv2_runner):
         _fail("Model Runner V2 no longer reads SchedulerOutput.num_spec_tokens_to_schedule")
+    runner = mrv2_runner_class()
+    if "dummy_run" not in _params(runner.execute_model):
+        _fail("Model Runner V2's execute_model lost its dummy_run parameter")
+    src = _source(runner.sample_tokens)
+    for needle in ("self.speculator.propose(", "model_runner_output=model_runner_output"):
+        if src and needle not in src:
+            _fail(f"Model Runner V2's sample_tokens no longer has {needle!r} (drafter timing)")
 
 
 def _source(obj: Any) -> str:
@@ -430,6 +445,15 @@ def _source(obj: Any) -> str:
         return inspect.getsource(obj)
     except (OSError, TypeError):  # pragma: no cover - no source shipped
         return ""
+
+
+def mrv2_runner_class() -> type:
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+
+    for name in ("execute_model", "sample_tokens"):
+        if not callable(getattr(GPUModelRunner, name, None)):
+            _fail(f"Model Runner V2's GPUModelRunner.{name} is missing")
+    return GPUModelRunner
 
 
 def platform_has_cuda_graphs() -> bool:

@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from banditk.adapter import event_timing, worker_timing
+from banditk.adapter.event_timing import Sample
 from banditk.adapter.runtime import GovernorRuntime
 from banditk.adapter.settings import parse_settings
 from banditk.core.types import Decision
@@ -279,3 +281,65 @@ def test_the_governor_is_told_the_prompt_tokens_its_drafts_will_be_verified_next
     sched.requests["p"].num_computed_tokens = 256
     step(rt, sched, FakeOutput({"a": 1, "p": 344}))
     assert [c.prefill_tokens for c in pol.contexts] == [444, 400, 0]
+
+
+OVERHEAD, TARGET, PER_DRAFT = 0.050, 0.020, 0.010
+
+
+def credited_cycles(ks, runner_output):
+    """Run one decoding request through steps of K ``ks``; return (K, credited s, draft s) per credit.
+
+    A cycle verifies the last decision's drafts and then drafts for the current one (K = 0
+    still runs the cache-sync forward). ``runner_output(i, drafter)`` is step i's runner output.
+    """
+    pol = RecordingPolicy(ks)
+    s = parse_settings("bandit", {}).resolve(method="draft_model", k_max=3)
+    drafter = [PER_DRAFT * max(k, 1) for k in ks]
+    now = [0.0]
+    rt = GovernorRuntime(s, pol, clock=lambda: now[0])
+    sch = FakeScheduler()
+    sch.add("a", prompt=4, computed=4)
+    for i in range(len(ks)):
+        drafts = [7] * (ks[i - 1] if i else 0)  # the drafts of the last decision, verified now
+        out = FakeOutput({"a": 1 + len(drafts)}, {"a": drafts})
+        rt.on_schedule_start()
+        now[0] += OVERHEAD + TARGET + drafter[i]
+        rt.on_schedule(sch, out)
+        rt.on_output_start()
+        if i:
+            rt.on_verified("a", ks[i - 1], 0, None)
+        rt.on_output(sch, out, runner_output(i, drafter))
+    return [(d.k, round(o.step_duration_s, 9), o.draft_duration_s) for d, o in pol.observed]
+
+
+def own_cost(k):
+    return round(OVERHEAD + TARGET + PER_DRAFT * max(k, 1), 9)
+
+
+def test_a_decision_is_credited_its_own_drafter_time_not_the_next_decisions():
+    """On CPU the worker times each cycle's forwards: the drafter part is swapped exactly."""
+    ks = [3, 1, 3, 0, 3, 3]
+    got = credited_cycles(ks, lambda i, drafter: SimpleNamespace(**{worker_timing.TIMING_ATTR: (TARGET, drafter[i])}))
+    # Unswapped, K = 1 would be credited 0.10 s (K = 3's drafts), not 0.08 s.
+    assert got == [(k, own_cost(k), PER_DRAFT * max(k, 1)) for k in ks[:-1]]
+
+
+def test_on_mrv2_late_event_samples_give_the_drafter_times_to_swap():
+    """CUDA-event samples arrive two steps late: a K's first try is credited its cycle as is,
+    later tries the cycle with the drafter times swapped by the learnt estimates."""
+    ks = [3, 1, 3, 3, 1, 3, 3]
+
+    def runner_output(i, drafter):
+        done = [Sample(ks[j], 1, TARGET, drafter[j]) for j in [i - 2] if j >= 0]
+        return SimpleNamespace(**{event_timing.SAMPLES_ATTR: done})
+
+    got = credited_cycles(ks, runner_output)
+    assert [(k, t) for k, t, _ in got] == [
+        (3, own_cost(1)),  # K = 1 not timed yet: cycles are credited as they are, with the
+        (1, own_cost(3)),  # next decision's drafter time in them
+        (3, own_cost(3)),
+        (3, own_cost(3)),  # swapped: K = 1's drafter time is known by now
+        (1, own_cost(1)),
+        (3, own_cost(3)),
+    ]
+    assert all(draft is None for _, _, draft in got)  # the trace's draft_s stays what was measured
