@@ -13,9 +13,10 @@ on; the exit code is 1 if any step failed. Every step's output is also logged to
 results block from the reports (--no-readme leaves it).
 
 After a step, a report that records no provenance gets the tree's, taken before the step ran.
-A simulator step's reports are also stamped with the hash of the banditk/ modules its script can
-import (experiments/source_closure.py), so an adapter change leaves them current; --stamp
-stamps reports made before stamps existed, when this tree's banditk/ made them.
+A step's reports are also stamped with the hash of the banditk/ modules its script can import
+(experiments/source_closure.py; a step that starts vLLM adds the plugin's entry points), so an
+adapter change leaves simulator reports current and a simulator change leaves live reports
+current; --stamp stamps reports made before stamps existed, when this tree's banditk/ made them.
 
 Full mode writes where the committed reports live, with the arguments they were made with.
 Quick mode never touches results/: it writes under .cache/results-quick/ (git ignores .cache/),
@@ -77,8 +78,8 @@ class Step:
         note: why the step is as it is, for --list.
         scope: the scripts whose import closure (:mod:`source_closure`) holds every banditk/
             source the report depends on; its reports are stamped with that closure's hash,
-            so only a change inside it makes them stale. None: the whole of banditk/, for steps
-            that start vLLM (the plugin loads by entry point) or read a vLLM run's output.
+            so only a change inside it makes them stale. A step that starts vLLM adds the
+            plugin's entry-point modules. None: the whole of banditk/.
     """
 
     name: str
@@ -174,8 +175,14 @@ def sim_steps() -> list[Step]:
 
 
 def live_steps() -> list[Step]:
-    """Real vLLM on this machine, and the simulator calibrated on it."""
-    return [
+    """Real vLLM on this machine, and the simulator calibrated on it.
+
+    A vLLM server imports banditk through the plugin's entry points besides whatever the sweep
+    script imports, so both are the scope; sim-vs-real reads the live sweep's telemetry, so the
+    live sweep's scope is part of its own.
+    """
+    served = ("experiments/live_sweep.py", *source_closure.vllm_entry_points())
+    steps = [
         Step("live", "experiments/live_sweep.py", ("--fresh", "--out", "results/live"),
              ("--quick", "--fresh", "--out", "{q}/live"), "results/live", needs=("vllm",), minutes=50,
              note="--fresh: finished points of an earlier run (older code) are not reused"),
@@ -193,6 +200,7 @@ def live_steps() -> list[Step]:
               ("long", ("--input-len", "3000", "--max-model-len", "4096", "--kv-cache-mb", "768"), 20),
           )),
     ]  # fmt: skip
+    return [dataclasses.replace(s, scope=(*dict.fromkeys((s.script, *served)),)) for s in steps]
 
 
 #: The live context points: the same concurrency, policies and output length for short and long prompts.

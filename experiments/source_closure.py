@@ -7,8 +7,10 @@ report's script can reach by any import statement, at module level or inside a f
 through local experiments/ helpers, relative imports and banditk's lazy public names.
 
 The closure over-approximates what ran (an import on an untaken branch still counts), which is
-the safe side. It cannot see code started another way: a subprocess, or a plugin loaded by
-entry point (vLLM loads banditk's). Steps that start vLLM are never stamped with a closure.
+the safe side. Code loaded by name is followed too: a string constant that spells a dotted
+banditk name (vLLM's ``--scheduler-cls``, ``python -m banditk.tools.cli``) counts as an import.
+A plugin loaded by entry point is not reachable from any import: steps that start vLLM add the
+package's vLLM entry points (:func:`vllm_entry_points`) to their entries.
 """
 
 from __future__ import annotations
@@ -16,10 +18,15 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "banditk"
+
+#: A string constant that names a banditk module or attribute: ``banditk.adapter.scheduler.Cls``.
+_DOTTED = re.compile(rf"{PACKAGE}(\.[A-Za-z_]\w*)+")
 
 
 def module_file(name: str, root: Path = ROOT) -> Path | None:
@@ -66,7 +73,15 @@ def imported_names(path: Path, root: Path = ROOT) -> set[str]:
     """Dotted names a file may import: every ``import``/``from`` anywhere in it, relative ones resolved."""
     names: set[str] = set()
     package = _package_of(path, root) if path.is_relative_to(root) else ""
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    # The lazy map's module names are imported only for the names imported from it (_resolve).
+    lazy_map = {
+        id(c)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_PUBLIC" for t in node.targets)
+        for c in ast.walk(node.value)
+    }
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -79,6 +94,9 @@ def imported_names(path: Path, root: Path = ROOT) -> set[str]:
             names.add(module)
             # `from a import b` imports a.b when b is a module; a name otherwise (checked later).
             names.update(f"{module}.{alias.name}" for alias in node.names if alias.name != "*")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in lazy_map:
+            if _DOTTED.fullmatch(node.value):
+                names.add(node.value)  # imported by name: a class path handed to vLLM, `python -m`
     return {n for n in names if n}
 
 
@@ -123,6 +141,25 @@ def _resolve(name: str, importer: Path, root: Path, package: str) -> list[Path]:
             break
         out.append(found)
     return out
+
+
+def vllm_entry_points(root: Path = ROOT) -> tuple[str, ...]:
+    """The files of the modules pyproject.toml registers under ``vllm.*`` entry points, relative to ``root``.
+
+    vLLM imports them at start-up (general and stat-logger plugins), so every run of a server
+    depends on their closure whatever the script that started it imports.
+    """
+    groups = tomllib.loads((root / "pyproject.toml").read_text()).get("project", {}).get("entry-points", {})
+    out = []
+    for group, points in sorted(groups.items()):
+        if not group.startswith("vllm."):
+            continue
+        for target in sorted(points.values()):
+            path = module_file(target.split(":")[0].strip(), root)
+            if path is None:
+                raise ValueError(f"pyproject.toml: entry point {group} = {target!r} names no module under {root}")
+            out.append(path.relative_to(root).as_posix())
+    return tuple(dict.fromkeys(out))
 
 
 def closure_sha256(files: list[Path], root: Path = ROOT) -> str:

@@ -87,6 +87,30 @@ def test_a_new_import_changes_the_stamp(tree):
     assert after["files"] == before["files"] + 4
 
 
+def test_a_dotted_banditk_string_counts_as_an_import(tree):
+    # vLLM is handed class paths by name (--scheduler-cls), and `python -m` runs a module by name.
+    write(tree, "experiments/script.py", 'CLS = "banditk.sim.run.Runner"\nNOTE = "banditk.sim: not a name"\n')
+    assert rel(sc.closure(tree / "experiments/script.py", tree), tree) == [
+        "banditk/__init__.py",
+        "banditk/core/__init__.py",
+        "banditk/core/errors.py",
+        "banditk/sim/__init__.py",
+        "banditk/sim/run.py",
+    ]  # and not banditk.gov, which only banditk's lazy-name map spells
+
+
+def test_vllm_entry_points_are_the_modules_pyproject_registers_with_vllm(tree):
+    write(tree, "pyproject.toml", (
+        '[project.entry-points."vllm.general_plugins"]\nb = "banditk.adapter.plugin:register"\n'
+        '[project.entry-points."vllm.stat_logger_plugins"]\nm = "banditk.gov:Logger"\n'
+        '[project.entry-points."console_scripts"]\nc = "banditk.sim.run:go"\n'
+    ))  # fmt: skip
+    assert sc.vllm_entry_points(tree) == ("banditk/adapter/plugin.py", "banditk/gov.py")
+    write(tree, "pyproject.toml", '[project.entry-points."vllm.general_plugins"]\nb = "banditk.gone:register"\n')
+    with pytest.raises(ValueError, match=r"vllm.general_plugins = 'banditk.gone:register' names no module"):
+        sc.vllm_entry_points(tree)
+
+
 # ---- stamping and staleness on this tree ----------------------------------------------------------
 
 
@@ -122,10 +146,14 @@ def test_a_report_without_provenance_gets_the_one_taken_before_its_step(tmp_path
     assert regen.stamp_reports(step, made_by=regen.provenance()) == []  # stamped already: left alone
 
 
-def test_every_simulator_step_is_scoped_and_no_vllm_step_is():
-    for step in regen.plan(refit_priors=True):
-        if "vllm" in step.needs or step.name in ("sim-vs-real", "priors", "priors-readme", "fit-speed"):
-            assert step.scope is None, step.name
+def test_every_step_is_scoped_but_the_priors_and_a_vllm_step_adds_the_plugin():
+    served = set(sc.vllm_entry_points())
+    assert {"banditk/adapter/plugin.py", "banditk/adapter/metrics.py"} <= served  # pyproject.toml's
+    for step in regen.live_steps():
+        assert step.scope[0] == step.script and served <= set(step.scope), step.name
+    by_name = {s.name: s for s in regen.live_steps()}
+    assert "experiments/live_sweep.py" in by_name["sim-vs-real"].scope  # it reads the live sweep's telemetry
+    assert all(s.scope is None for s in regen.prior_steps(refit=True))
     assert all(s.scope == (s.script,) for s in regen.sim_steps())
 
 
