@@ -1,0 +1,56 @@
+"""One verification budget per step, spent on the drafts most likely to be accepted.
+
+The governor drafts K tokens for every request and verifies at most ``budget`` of them over
+the batch. Verifying the first t drafts of request r yields sum_{j<=t} S_rj accepted tokens in
+expectation, S_rj = P(drafts 1..j of r all accepted) (:mod:`banditk.posterior.request_acceptance`).
+S is non-increasing in j, so the slots with the largest S, taken with the earlier position
+first on ties, form a prefix of each request's drafts; that greedy choice maximises the
+expected accepted tokens for the budget (an exchange argument: any other prefix-closed set of
+the same size swaps a slot for one of no smaller S).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def allot(surv: np.ndarray, drafted: np.ndarray, budget: int) -> np.ndarray:
+    """Drafts to verify per request: the ``budget`` slots of highest survival, as prefixes.
+
+    Args:
+        surv: S_rj, shape (R, k_max), non-increasing along each row.
+        drafted: drafts each request proposed, shape (R,), each 0..k_max; no allotment exceeds it.
+        budget: verified drafts over the batch, >= 0; a budget above the drafts verifies them all.
+
+    >>> allot(np.array([[0.9, 0.8, 0.1], [0.5, 0.2, 0.0]]), np.array([3, 3]), 3).tolist()
+    [2, 1]
+    """
+    surv = np.asarray(surv, dtype=float)
+    drafted = np.asarray(drafted)
+    if surv.ndim != 2:
+        raise ValueError(f"`surv` must have shape (requests, k_max), got {surv.shape}.")
+    r, k_max = surv.shape
+    if drafted.shape != (r,) or ((drafted < 0) | (drafted > k_max)).any():
+        raise ValueError(f"`drafted` must be {r} counts in 0..{k_max}, got {drafted.tolist()}.")
+    if budget < 0:
+        raise ValueError(f"`budget` must be >= 0, got {budget}.")
+    if (np.diff(surv, axis=1) > 1e-12).any():
+        raise ValueError("`surv` must be non-increasing along each request's positions (a survival curve).")
+    surv = np.minimum.accumulate(surv, axis=1)  # rounding must not let a later slot outrank an earlier one
+    pos = np.broadcast_to(np.arange(k_max), surv.shape)
+    valid = pos < drafted[:, None]
+    rows, cols = np.nonzero(valid)
+    # Highest survival first; on ties the earlier position, so each request's picks stay a prefix.
+    order = np.lexsort((rows, cols, -surv[rows, cols]))[:budget]
+    return np.bincount(rows[order], minlength=r)
+
+
+def expected_accepted(surv: np.ndarray, allotment: np.ndarray) -> float:
+    """Expected accepted drafts of an allotment: sum over requests of S_r1 + ... + S_rt_r.
+
+    >>> round(expected_accepted(np.array([[0.9, 0.8, 0.1], [0.5, 0.2, 0.0]]), np.array([2, 1])), 9)
+    2.2
+    """
+    surv = np.asarray(surv, dtype=float)
+    taken = np.arange(surv.shape[1]) < np.asarray(allotment)[:, None]
+    return float(surv[taken].sum())
