@@ -77,3 +77,64 @@ def test_real_vllm_sees_each_half_accept_at_its_own_rate_with_exact_output(vllm_
             rates[half] = delta["num_accepted_tokens"] / delta["num_draft_tokens"]
     # Acceptance over 3 drafts is below the per-position share: a miss ends the run.
     assert rates["high"] > 0.65 and rates["low"] < 0.3, rates  # the maps give (p + p^2 + p^3) / 3: 0.81, 0.14
+
+
+# ---- per-request allotments delivered by cutting drafts before vLLM schedules them ------------
+
+
+class FakeRequest:
+    def __init__(self, request_id, spec):
+        self.request_id, self.spec_token_ids = request_id, spec
+
+
+def test_trim_cuts_to_the_allotment_with_a_new_list_and_never_adds():
+    from banditk.adapter.draft_trim import trim_drafts
+
+    shared = [-1, -1, -1]  # the async scheduler's placeholders, one list for every request
+    reqs = [FakeRequest("a", shared), FakeRequest("b", shared), FakeRequest("c", [7, 8])]
+    assert trim_drafts(reqs, {"a": 1, "c": 5}) == 2
+    assert reqs[0].spec_token_ids == [-1] and reqs[1].spec_token_ids is shared == [-1, -1, -1]
+    assert reqs[2].spec_token_ids == [7, 8]  # above what was drafted: kept, nothing added
+    with pytest.raises(ValueError, match="request 'b' must be an int >= 0, got -1"):
+        trim_drafts(reqs, {"b": -1})
+
+
+def test_real_vllm_verifies_each_request_its_allotment_with_exact_output(vllm_cpu, split_pair):
+    """Low-half requests get one draft verified, high-half ones three; vLLM counts only those."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    from banditk.adapter.draft_trim import trim_drafts
+    from banditk.testing.engines import scheduler
+
+    low = set(split_pair.low.tolist())
+    params = SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True)
+    spec = {"method": "draft_model", "model": split_pair.draft, "num_speculative_tokens": 3}
+    prompts = [split_pair.prompt(half, 10, seed=s) for s, half in enumerate(("high", "low", "high", "low"))]
+    with tiny_llm(split_pair.target, spec) as llm:
+        sch = scheduler(llm)
+        schedule, stats = sch.schedule, sch.make_spec_decoding_stats
+        cut, verified, in_low = [0], [], {}
+
+        def trimmed_schedule(*a, **kw):
+            in_low.update({r.request_id: r.prompt_token_ids[-1] in low for r in sch.running})
+            allot = {r.request_id: 1 if in_low[r.request_id] else 3 for r in sch.running}
+            cut[0] += trim_drafts(sch.running, allot)
+            return schedule(*a, **kw)
+
+        def recorded_stats(spec_stats, **kw):
+            verified.append((kw["request_id"], kw["num_draft_tokens"], kw["num_accepted_tokens"]))
+            return stats(spec_stats, **kw)
+
+        sch.schedule, sch.make_spec_decoding_stats = trimmed_schedule, recorded_stats
+        before = spec_metrics(llm)
+        outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        delta = metrics_delta(before, spec_metrics(llm))
+    for p, o in zip(prompts, outs, strict=True):
+        assert list(o.outputs[0].token_ids) == greedy_chain(split_pair.next_token, p[-1], 40)
+    assert cut[0] > 0
+    by_half = {True: [n for r, n, _ in verified if in_low[r]], False: [n for r, n, _ in verified if not in_low[r]]}
+    assert max(by_half[True]) == 1 and max(by_half[False]) == 3  # never above the allotment
+    # Cut drafts are not verified drafts: vLLM's counters hold exactly what was verified.
+    assert delta["num_draft_tokens"] == sum(n for _, n, _ in verified)
+    assert delta["num_accepted_tokens"] == sum(a for _, _, a in verified)
