@@ -199,9 +199,17 @@ def live_steps() -> list[Step]:
               ("short", ("--input-len", "128"), 10),
               ("long", ("--input-len", "3000", "--max-model-len", "4096", "--kv-cache-mb", "768"), 20),
           )),
+        Step("live-c1-recheck", "experiments/live_sweep.py",
+             ("--fresh", "--out", "results/live-c1-recheck", "--concurrency", "1", "--policies", C1_POLICIES),
+             ("--quick", "--fresh", "--out", "{q}/live-c1-recheck", "--concurrency", "1", "--policies", C1_POLICIES),
+             "results/live-c1-recheck", needs=("vllm",), minutes=10,
+             note="C=1 alone, the plugin pinned to K=3 next to vLLM's K=3: is the sweep's C=1 gap plumbing or choice"),
     ]  # fmt: skip
     return [dataclasses.replace(s, scope=(*dict.fromkeys((s.script, *served)),)) for s in steps]
 
+
+#: The C=1 recheck's policies: vLLM's static K=3 and K=2, its table, the plugin pinned to K=3, the bandit.
+C1_POLICIES = "fixed:3,pinned:3,table:[[1,4,3],[5,256,0]],fixed:2,bandit"
 
 #: The live context points: the same concurrency, policies and output length for short and long prompts.
 CONTEXT_POINT = (
