@@ -138,3 +138,71 @@ def test_real_vllm_verifies_each_request_its_allotment_with_exact_output(vllm_cp
     # Cut drafts are not verified drafts: vLLM's counters hold exactly what was verified.
     assert delta["num_draft_tokens"] == sum(n for _, n, _ in verified)
     assert delta["num_accepted_tokens"] == sum(a for _, _, a in verified)
+
+
+def test_async_scheduler_schedules_each_allotment_and_its_placeholders_return_to_zero(vllm_cpu, split_pair):
+    """vLLM on CPU forces sync scheduling, so vLLM's own AsyncScheduler is driven by hand.
+
+    Built from a live engine's configs; the model runner is replaced by hand-made outputs, in
+    async order (schedule N+1 before update_from_output N).
+    """
+    from vllm import SamplingParams
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.request import Request
+
+    from banditk.adapter.draft_trim import trim_drafts
+    from banditk.testing.engines import engine_core
+
+    spec = {"method": "draft_model", "model": split_pair.draft, "num_speculative_tokens": 3}
+    with tiny_llm(split_pair.target, spec) as llm:
+        core, cfg = engine_core(llm), llm.llm_engine.vllm_config
+        cfg.scheduler_config.async_scheduling = True
+        try:
+            sch = AsyncScheduler(
+                vllm_config=cfg,
+                kv_cache_config=core.scheduler.kv_cache_config,
+                structured_output_manager=core.structured_output_manager,
+                block_size=core.scheduler.block_size,
+                log_stats=True,
+            )
+        finally:
+            cfg.scheduler_config.async_scheduling = False
+    sp = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)
+    for rid in ("one", "three"):
+        sch.add_request(Request(rid, [5, 6, 7, 8], sp, None))
+    allotment = {"one": 1, "three": 3}
+    verified, stats = [], sch.make_spec_decoding_stats
+
+    def recorded_stats(spec_stats, **kw):
+        verified.append((kw["request_id"], kw["num_draft_tokens"]))
+        return stats(spec_stats, **kw)
+
+    sch.make_spec_decoding_stats = recorded_stats
+
+    def schedule():
+        trim_drafts(sch.running, allotment)
+        return sch.schedule()
+
+    def finish(so, accept):
+        ids = list(so.num_scheduled_tokens)
+        sampled = [[9] * (1 + min(accept, len(so.scheduled_spec_decode_tokens.get(r, ())))) for r in ids]
+        out = ModelRunnerOutput(
+            req_ids=ids, req_id_to_index={r: j for j, r in enumerate(ids)}, sampled_token_ids=sampled
+        )
+        sch.update_from_output(so, out)
+
+    drafts = lambda so: {r: len(v) for r, v in so.scheduled_spec_decode_tokens.items()}  # noqa: E731
+    s0 = schedule()  # prefill: no drafts yet
+    s1 = schedule()  # the prefill's placeholders, cut to each allotment
+    finish(s0, 0)
+    s2 = schedule()
+    finish(s1, 3)  # every scheduled draft accepted
+    s3 = schedule()
+    finish(s2, 0)  # every scheduled draft rejected: the rollback must match what was scheduled
+    finish(s3, 1)
+    assert drafts(s0) == {} and drafts(s1) == drafts(s2) == drafts(s3) == allotment
+    assert sch._spec_token_placeholders == [-1, -1, -1]  # the shared list was never cut
+    assert sorted(verified) == sorted([(r, k) for r, k in allotment.items()] * 3)
+    assert all(sch.requests[r].num_output_placeholders == 0 for r in allotment)
+    assert [len(sch.requests[r].output_token_ids) for r in ("one", "three")] == [1 + 2 + 1 + 2, 1 + 4 + 1 + 2]
