@@ -178,8 +178,8 @@ def live_steps() -> list[Step]:
     """Real vLLM on this machine, and the simulator calibrated on it.
 
     A vLLM server imports banditk through the plugin's entry points besides whatever the sweep
-    script imports, so both are the scope; sim-vs-real reads the live sweep's telemetry, so the
-    live sweep's scope is part of its own.
+    script imports, so both are the scope; sim-vs-real and acceptance-by-k read the live
+    sweep's telemetry, so the live sweep's scope is part of theirs.
     """
     served = ("experiments/live_sweep.py", *source_closure.vllm_entry_points())
     steps = [
@@ -190,6 +190,10 @@ def live_steps() -> list[Step]:
              ("--live", "{q}/live", "--seeds", "1", "--out", "{q}/sim-vs-real"), "results/sim-vs-real",
              needs=("vllm",), minutes=5,
              note="calibrates on the live sweep's telemetry (results/live/runs/, not committed)"),
+        Step("acceptance-by-k", "experiments/acceptance_by_k.py", ("--out", "results/acceptance-by-k"),
+             ("--live", "{q}/live", "--out", "{q}/acceptance-by-k"), "results/acceptance-by-k",
+             needs=("vllm",), minutes=0.2,
+             note="acceptance per position by the K it was drafted under, from the live sweep's telemetry"),
         *(Step(f"live-context-{kind}", "experiments/live_sweep.py",
                ("--fresh", "--out", f"results/live-context-{kind}", *CONTEXT_POINT, *args),
                ("--quick", "--fresh", "--out", f"{{q}}/live-context-{kind}", *args[:2]),
