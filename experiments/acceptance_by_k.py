@@ -56,10 +56,8 @@ def by_k(batch: np.ndarray, k: np.ndarray, acc_s: np.ndarray, acc_f: np.ndarray,
     """``{K: {"steps", "positions": position_rates}}`` over the rows whose batch is in ``batches`` (all if None)."""
     keep = np.ones(k.size, bool) if batches is None else np.isin(batch, batches)
     out = {}
-    for kk in sorted(set(k[keep].tolist())):
+    for kk in sorted(set(k[keep].tolist()) - {0}):  # K = 0 verifies nothing
         rows = keep & (k == kk)
-        if kk == 0:
-            continue
         out[int(kk)] = {
             "steps": int(rows.sum()),
             "positions": position_rates(acc_s[rows].sum(axis=0), acc_f[rows].sum(axis=0)),

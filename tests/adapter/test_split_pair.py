@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import pytest
+from hand_scheduler import answer, async_scheduler
 
 from banditk.testing.engines import greedy_chain, metrics_delta, spec_metrics, tiny_llm
 from banditk.testing.split_pair import split_cycle_map, split_partial_map
@@ -148,26 +149,13 @@ def test_async_scheduler_schedules_each_allotment_and_its_placeholders_return_to
     """
     from vllm import SamplingParams
     from vllm.v1.core.sched.async_scheduler import AsyncScheduler
-    from vllm.v1.outputs import ModelRunnerOutput
     from vllm.v1.request import Request
 
     from banditk.adapter.draft_trim import trim_drafts
-    from banditk.testing.engines import engine_core
 
     spec = {"method": "draft_model", "model": split_pair.draft, "num_speculative_tokens": 3}
     with tiny_llm(split_pair.target, spec) as llm:
-        core, cfg = engine_core(llm), llm.llm_engine.vllm_config
-        cfg.scheduler_config.async_scheduling = True
-        try:
-            sch = AsyncScheduler(
-                vllm_config=cfg,
-                kv_cache_config=core.scheduler.kv_cache_config,
-                structured_output_manager=core.structured_output_manager,
-                block_size=core.scheduler.block_size,
-                log_stats=True,
-            )
-        finally:
-            cfg.scheduler_config.async_scheduling = False
+        sch = async_scheduler(llm, AsyncScheduler)
     sp = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)
     for rid in ("one", "three"):
         sch.add_request(Request(rid, [5, 6, 7, 8], sp, None))
@@ -184,23 +172,15 @@ def test_async_scheduler_schedules_each_allotment_and_its_placeholders_return_to
         trim_drafts(sch.running, allotment)
         return sch.schedule()
 
-    def finish(so, accept):
-        ids = list(so.num_scheduled_tokens)
-        sampled = [[9] * (1 + min(accept, len(so.scheduled_spec_decode_tokens.get(r, ())))) for r in ids]
-        out = ModelRunnerOutput(
-            req_ids=ids, req_id_to_index={r: j for j, r in enumerate(ids)}, sampled_token_ids=sampled
-        )
-        sch.update_from_output(so, out)
-
     drafts = lambda so: {r: len(v) for r, v in so.scheduled_spec_decode_tokens.items()}  # noqa: E731
     s0 = schedule()  # prefill: no drafts yet
     s1 = schedule()  # the prefill's placeholders, cut to each allotment
-    finish(s0, 0)
+    answer(sch, s0, 0)
     s2 = schedule()
-    finish(s1, 3)  # every scheduled draft accepted
+    answer(sch, s1, 3)  # every scheduled draft accepted
     s3 = schedule()
-    finish(s2, 0)  # every scheduled draft rejected: the rollback must match what was scheduled
-    finish(s3, 1)
+    answer(sch, s2, 0)  # every scheduled draft rejected: the rollback must match what was scheduled
+    answer(sch, s3, 1)
     assert drafts(s0) == {} and drafts(s1) == drafts(s2) == drafts(s3) == allotment
     assert sch._spec_token_placeholders == [-1, -1, -1]  # the shared list was never cut
     assert sorted(verified) == sorted([(r, k) for r, k in allotment.items()] * 3)

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from hand_scheduler import answer, async_scheduler
 
 pytestmark = pytest.mark.vllm
 
@@ -290,12 +291,10 @@ def test_async_scheduler_sizes_placeholders_with_governed_k_and_credits_in_order
     Async order: schedule(N+1) runs before update_from_output(N).
     """
     from vllm import SamplingParams
-    from vllm.v1.outputs import ModelRunnerOutput
     from vllm.v1.request import Request
 
     from banditk.adapter.scheduler import GovernedAsyncScheduler
     from banditk.core.types import Decision
-    from banditk.testing.engines import engine_core
 
     class Scripted:
         name = "scripted"
@@ -310,47 +309,25 @@ def test_async_scheduler_sizes_placeholders_with_governed_k_and_credits_in_order
             self.observed.append((d.k, o.drafted.tolist(), o.accepted.tolist()))
 
     llm, _ = governed
-    core = engine_core(llm)
-    cfg = llm.llm_engine.vllm_config
-    cfg.scheduler_config.async_scheduling = True
-    try:
-        sch = GovernedAsyncScheduler(
-            vllm_config=cfg,
-            kv_cache_config=core.scheduler.kv_cache_config,
-            structured_output_manager=core.structured_output_manager,
-            block_size=core.scheduler.block_size,
-            log_stats=True,
-        )
-    finally:
-        cfg.scheduler_config.async_scheduling = False
+    sch = async_scheduler(llm, GovernedAsyncScheduler)
     pol = sch.banditk.policy = Scripted([K_MAX, 2, 1, 3, 0])
     sp = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)
     for i in range(2):
         sch.add_request(Request(f"r{i}", [5, 6, 7, 8], sp, None))
-
-    def finish(so, accept):
-        ids = list(so.num_scheduled_tokens)
-        sampled = [[9] * (1 + min(accept, len(so.scheduled_spec_decode_tokens.get(r, ())))) for r in ids]
-        sch.update_from_output(
-            so,
-            ModelRunnerOutput(
-                req_ids=ids, req_id_to_index={r: j for j, r in enumerate(ids)}, sampled_token_ids=sampled
-            ),
-        )
 
     spec_len = lambda so: sorted({len(v) for v in so.scheduled_spec_decode_tokens.values()})  # noqa: E731
     s0 = sch.schedule()  # prefill only: the policy is asked (B = 0) and says K_max
     s1 = sch.schedule()  # decides K=2, verifies s0's K_max placeholders
     assert s0.num_spec_tokens_to_schedule == K_MAX and s1.num_spec_tokens_to_schedule == 2
     assert spec_len(s1) == [K_MAX]
-    finish(s0, 0)
+    answer(sch, s0, 0)
     s2 = sch.schedule()  # decides K=1; verifies s1's drafts: two placeholders (the governed K)
     assert spec_len(s2) == [2] and s2.num_spec_tokens_to_schedule == 1
-    finish(s1, 3)
+    answer(sch, s1, 3)
     s3 = sch.schedule()
     assert spec_len(s3) == [1]
-    finish(s2, 1)  # s2 verified s1's K=2 drafts, accepting 1 each
-    finish(s3, 1)  # s3 verified s2's K=1 drafts
+    answer(sch, s2, 1)  # s2 verified s1's K=2 drafts, accepting 1 each
+    answer(sch, s3, 1)  # s3 verified s2's K=1 drafts
     assert pol.observed == [(2, [2, 2], [1, 1]), (1, [1, 1], [1, 1])]
 
 

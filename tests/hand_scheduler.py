@@ -1,0 +1,32 @@
+"""Drive a vLLM scheduler by hand: vLLM on CPU forces sync scheduling, so async-order tests build
+an async scheduler from a live engine's configs and answer its steps with made-up outputs."""
+
+from __future__ import annotations
+
+
+def async_scheduler(llm, cls):
+    """A ``cls`` (an ``AsyncScheduler`` subclass) built from the in-process engine ``llm``'s configs."""
+    from banditk.testing.engines import engine_core
+
+    core, cfg = engine_core(llm), llm.llm_engine.vllm_config
+    cfg.scheduler_config.async_scheduling = True
+    try:
+        return cls(
+            vllm_config=cfg,
+            kv_cache_config=core.scheduler.kv_cache_config,
+            structured_output_manager=core.structured_output_manager,
+            block_size=core.scheduler.block_size,
+            log_stats=True,
+        )
+    finally:
+        cfg.scheduler_config.async_scheduling = False
+
+
+def answer(sch, so, accept: int) -> None:
+    """Answer step ``so`` as a model runner would: each request accepts ``accept`` of its drafts (fewer if it had fewer)."""
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    ids = list(so.num_scheduled_tokens)
+    sampled = [[9] * (1 + min(accept, len(so.scheduled_spec_decode_tokens.get(r, ())))) for r in ids]
+    out = ModelRunnerOutput(req_ids=ids, req_id_to_index={r: j for j, r in enumerate(ids)}, sampled_token_ids=sampled)
+    sch.update_from_output(so, out)
