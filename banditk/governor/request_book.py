@@ -47,6 +47,10 @@ class RequestBook:
         if accepted < drafted:
             counts[1, accepted] += 1
 
+    def running_ids(self) -> list[str]:
+        """Ids of the requests the book holds as running."""
+        return list(self._running)
+
     def finish(self, request_id: str) -> None:
         """The request left the engine (finished, aborted or preempted for good)."""
         counts = self._running.pop(request_id, None)

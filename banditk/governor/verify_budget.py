@@ -54,3 +54,29 @@ def expected_accepted(surv: np.ndarray, allotment: np.ndarray) -> float:
     surv = np.asarray(surv, dtype=float)
     taken = np.arange(surv.shape[1]) < np.asarray(allotment)[:, None]
     return float(surv[taken].sum())
+
+
+def best_budget(surv: np.ndarray, batch: int, base_s: float, price_s: float) -> int:
+    """The budget that maximises a step's goodput: n maximising (B + sum of the n largest S) / (t0 + c n).
+
+    Each verified draft costs ``price_s`` (c, the step-time model's seconds per verified
+    token) and yields its survival S in expectation; the B requests' own tokens come whatever
+    is verified, and ``base_s`` (t0) is the step's time with no draft verified. Sorted by S, the
+    ratio rises while the next S exceeds c times the goodput so far and falls after, so the
+    first maximum is the optimum; on ties the smaller budget.
+
+    Args:
+        surv: S of every slot that may be verified (any shape, any order), each in [0, 1].
+        batch: B >= 0, tokens the step emits with no draft verified.
+        base_s: t0 > 0.
+        price_s: c >= 0; 0 verifies every slot with S > 0.
+
+    >>> best_budget(np.array([0.9, 0.5, 0.05]), 2, 1.0, 0.1)  # 0.05 is below c x goodput
+    2
+    """
+    s = np.sort(np.asarray(surv, dtype=float).ravel())[::-1]
+    if base_s <= 0 or price_s < 0 or batch < 0:
+        raise ValueError(f"need base_s > 0, price_s >= 0 and batch >= 0, got {base_s}, {price_s}, {batch}.")
+    n = np.arange(s.size + 1)
+    tokens = batch + np.concatenate(([0.0], np.cumsum(s)))
+    return int(np.argmax(tokens / (base_s + price_s * n)))
