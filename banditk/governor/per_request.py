@@ -26,7 +26,8 @@ from banditk.governor.verify_price import VerifyPrice, verified_features
 from banditk.posterior import latency_model
 from banditk.posterior.request_acceptance import survival
 
-#: Allotments between two estimates of the strength n0 (each reads up to 512 finished requests).
+#: Most allotments between two estimates of the strength n0 (each reads up to 512 finished
+#: requests); the first estimates come after 1, 2, 4, ... allotments, while evidence is thin.
 STRENGTH_REFRESH = 64
 #: Index of the seconds-per-verified-token weight in the step-time model.
 VERIFY_WEIGHT = latency_model.FEATURES.index("verify_token_s")
@@ -49,7 +50,7 @@ class PerRequestGovernor:
         self.book = RequestBook(inner.config.k_max)
         self.price = VerifyPrice()
         self._rng = np.random.default_rng([seed, 16])
-        self._strength, self._since_strength = None, STRENGTH_REFRESH
+        self._strength, self._since_strength, self._strength_fits = None, 0, 0
         # Drafts proposed and verified through allot, for the state line and the tests.
         self.proposed_drafts = self.verified_drafts = 0
 
@@ -107,8 +108,9 @@ class PerRequestGovernor:
 
     def _strength_for(self, class_mean: np.ndarray) -> float:
         self._since_strength += 1
-        if self._strength is None or self._since_strength >= STRENGTH_REFRESH:
+        if self._strength is None or self._since_strength >= min(STRENGTH_REFRESH, 2**self._strength_fits):
             self._strength, self._since_strength = self.book.strength(class_mean), 0
+            self._strength_fits += 1
         return self._strength
 
     def state_line(self) -> str:
