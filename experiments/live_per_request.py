@@ -1,0 +1,160 @@
+"""Per-request verification in real vLLM on CPU: the split pair, where half the requests accept
+90% of drafts and half 30% (issue 16).
+
+The live sweep's machinery (experiments/live_sweep.py: servers, vLLM's bench client, switch
+counts, the protocol's checks) on the split test pair (banditk/testing/split_pair.py), with the
+policy ``bandit-per-request``: the same bandit served through the per-request schedulers
+(experiments/per_request_server.py), next to ``bandit``, no speculation and every fixed K. The
+bench client's random prompts end in either half of the vocabulary, so each point serves a mix.
+
+    python experiments/live_per_request.py                     # C = 4, 8, 16 (~25 min)
+    python experiments/live_per_request.py --quick --out .cache/live-per-request
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import live_sweep  # noqa: E402
+import per_request_server  # noqa: E402
+
+from banditk.evaluation import point_checks, summary  # noqa: E402
+from banditk.io.atomic import atomic_write_text  # noqa: E402
+from banditk.io.provenance import provenance  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PER_REQUEST = "bandit-per-request"
+DEFAULT_POLICIES = f"nospec,fixed:1,fixed:2,fixed:3,bandit,{PER_REQUEST}"
+#: The per-request governor's share of drafts verified, from its state line in the server log.
+VERIFIED = re.compile(r"verified (\d+)% of drafts, n0=([\d.e+-]+)")
+
+
+def parse_args(argv=None) -> tuple[argparse.Namespace, argparse.Namespace]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=ROOT / "results" / "live-per-request", help="report folder")
+    p.add_argument("--concurrency", default="4,8,16", help="concurrency points (default %(default)s)")
+    p.add_argument("--policies", default=DEFAULT_POLICIES, help="policies (default %(default)s)")
+    p.add_argument("--agreement", default="0.9,0.3", help="draft agreement on the high and the low half")
+    p.add_argument("--quick", action="store_true", help="tiny models and short points: checks the pipeline")
+    p.add_argument("--fresh", action="store_true", help="discard finished points and start over")
+    own, rest = p.parse_known_args(argv)
+    own.agreement = tuple(float(x) for x in own.agreement.split(","))
+    if len(own.agreement) != 2:
+        p.error(f"--agreement {own.agreement}: give two shares, high,low")
+    policies = [x for x in own.policies.split(",") if x]
+    served = [x for x in policies if x != PER_REQUEST]
+    sweep_argv = ["--out", str(own.out), "--concurrency", own.concurrency, "--policies", ",".join(served or ["bandit"])]
+    sweep = live_sweep.parse_args([*sweep_argv, *(["--quick"] if own.quick else []), *rest])
+    own.policies = policies
+    return own, sweep
+
+
+def build_split(args) -> tuple[str, str]:
+    from banditk.testing.split_pair import build_split_pair
+    from banditk.testing.tiny_models import TinyModelSpec
+
+    heads = max(args.hidden // 64, 1)
+    pair = build_split_pair(
+        args.models,
+        agreement=args.split_agreement,
+        target=TinyModelSpec(num_layers=args.target_layers, hidden_size=args.hidden, num_heads=heads),
+        draft=TinyModelSpec(num_layers=args.draft_layers, hidden_size=args.hidden, num_heads=heads),
+    )
+    return pair.target, pair.draft
+
+
+def make_server(policy: str, args, target: str, draft: str):
+    """The live sweep's server of ``policy``; the per-request one is its bandit, launched through
+    experiments/per_request_server.py, in a run folder of its own."""
+    if policy != PER_REQUEST:
+        return live_sweep.make_server(policy, args, target, draft)
+    own = argparse.Namespace(**{**vars(args), "out": args.out / "per-request"})
+    server, run_dir = live_sweep.make_server("bandit", own, target, draft)
+    server.cmd = [sys.executable, per_request_server.__file__, *server.cmd[3:]]  # after "-m <module>"
+    return server, run_dir
+
+
+def verified_share(run_dir: Path) -> dict | None:
+    """The last state line's share of drafts verified and n0, from the server's log."""
+    log = run_dir / "server.log"
+    hits = VERIFIED.findall(log.read_text(errors="replace")) if log.exists() else []
+    if not hits:
+        return None
+    share, n0 = hits[-1]
+    return {"verified_share": int(share) / 100, "n0": float(n0)}
+
+
+def main(argv=None) -> int:
+    own, args = parse_args(argv)
+    args.split_agreement = own.agreement
+    if own.fresh and args.out.exists():
+        shutil.rmtree(args.out)
+    (args.out / "points").mkdir(parents=True, exist_ok=True)
+    target, draft = build_split(args)
+    made_by = provenance()
+    todo = [(p, c) for p in own.policies for c in args.concurrency]
+    done = {(p, c): args.out / "points" / f"{p.replace(':', '_')}__c{c}.json" for p, c in todo}
+    remaining = [pc for pc in todo if not done[pc].exists()]
+    print(f"live per-request: {len(todo)} points, {len(todo) - len(remaining)} already done; target {target}")
+    progress = live_sweep.Progress(len(remaining))
+    policies = [p for p in own.policies if any((p, c) in remaining for c in args.concurrency)]
+    run_dirs = {}
+    with contextlib.ExitStack() as stack:
+        servers = {p: make_server(p, args, target, draft) for p in policies}
+        for server, _ in servers.values():
+            stack.enter_context(server)
+        for c in args.concurrency:  # interleaved, as the live sweep: a drift hits a point's policies alike
+            for policy in policies:
+                if (policy, c) in remaining:
+                    live_sweep.measure(*servers[policy], policy, c, args, done, progress)
+        run_dirs = {p: run_dir for p, (_, run_dir) in servers.items()}
+    points = [json.loads(f.read_text()) for f in done.values() if f.exists()]
+    report = build_report(points, args, made_by, run_dirs)
+    atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
+    report["plots"] = live_sweep.plots(points, args.out)
+    atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
+    live_sweep.print_table(report)
+    for c, r in report["per_request_vs_bandit"].items():
+        print(f"  {c}: {PER_REQUEST} / bandit = {r:.3f}")
+    print(f"wrote {args.out / 'report.json'}")
+    return 0
+
+
+def build_report(points: list[dict], args, made_by: dict, run_dirs: dict) -> dict:
+    per_point: dict[str, dict[str, dict]] = {}
+    for p in points:
+        per_point.setdefault(f"C={p['concurrency']}", {})[p["policy"]] = p
+    checks = [
+        c
+        for s in ("bandit", PER_REQUEST)
+        for pt, med in per_point.items()
+        if s in med
+        for c in point_checks(med, pt, "real", s)
+    ]
+    ratio = {
+        pt: med[PER_REQUEST]["throughput_tok_s"] / med["bandit"]["throughput_tok_s"]
+        for pt, med in per_point.items()
+        if PER_REQUEST in med and "bandit" in med
+    }
+    report = live_sweep.build_report(points, args, made_by)
+    report.update(
+        protocol="docs/evaluation.md, real-vLLM column; per-request verification (issue 16)",
+        checks=checks,
+        summary=summary(checks),
+        per_request_vs_bandit=ratio,
+        per_request_governor=verified_share(run_dirs[PER_REQUEST]) if PER_REQUEST in run_dirs else None,
+    )
+    report["setup"].update(split_agreement=list(args.split_agreement), pair="banditk/testing/split_pair.py")
+    return report
+
+
+if __name__ == "__main__":
+    sys.exit(main())
