@@ -11,11 +11,17 @@ chooses how many of each request's drafts to verify (docs/per-request.md):
    verified token costs (:mod:`.verify_price`, :func:`~banditk.governor.verify_budget.best_budget`);
 3. the budget's slots go to the highest survivals (:func:`~banditk.governor.verify_budget.allot`).
 
-The inner governor is credited each step as it ran: its (bucket, K) cells learn what K costs
-when drafts are cut, and its acceptance learns from the drafts that were verified.
+The inner governor is credited each step with its real time, so its (bucket, K) cells learn what
+K costs when drafts are cut. Its acceptance would be biased upward by the cuts (the requests that
+reach a deep position are the ones that accept), which pushes K deeper than it pays where drafting
+is dear; so a cut request whose verified drafts were all accepted has the rest of its K drafts
+imputed from its own posterior (data augmentation of a censored observation).
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections import deque
 
 import numpy as np
 
@@ -24,7 +30,7 @@ from banditk.governor.request_book import RequestBook
 from banditk.governor.verify_budget import allot, best_budget
 from banditk.governor.verify_price import VerifyPrice, verified_features
 from banditk.posterior import latency_model
-from banditk.posterior.request_acceptance import survival
+from banditk.posterior.request_acceptance import MAX_STRENGTH, shrunk_alpha, survival
 
 #: Most allotments between two estimates of the strength n0 (each reads up to 512 finished
 #: requests); the first estimates come after 1, 2, 4, ... allotments, while evidence is thin.
@@ -53,6 +59,12 @@ class PerRequestGovernor:
         self._strength, self._since_strength, self._strength_fits = None, 0, 0
         # Drafts proposed and verified through allot, for the state line and the tests.
         self.proposed_drafts = self.verified_drafts = 0
+        # What the last allotments cut: the ids of the last two (the async scheduler allots the
+        # next step before the last one is credited), and the shrunk acceptance of the requests
+        # the last one cut to no draft at all (vLLM reports no verification for those).
+        self._cut_ids: deque[set[str]] = deque([set(), set()], maxlen=2)
+        self._zero_cut_alpha = np.zeros((0, inner.config.k_max))
+        self._heard: list[tuple[str, int, int]] = []  # verifications since the last allotment
 
     def __getattr__(self, name: str):
         # Only for names this class lacks: the inner governor's posterior, state and reports.
@@ -64,16 +76,53 @@ class PerRequestGovernor:
         return self.inner.select(context)
 
     def observe(self, decision: Decision, outcome: StepOutcome) -> None:
-        """Credit the inner governor, and price the verified tokens on a step without a prompt chunk."""
-        self.inner.observe(decision, outcome)
+        """Credit the inner governor (cut drafts imputed), and price the verified tokens on a step
+        without a prompt chunk."""
+        self.inner.observe(decision, self._imputed(decision.k, outcome))
         if outcome.drafted.size and not outcome.prefill_tokens:
             self.price.observe(outcome.drafted.size, int(outcome.drafted.sum()), decision.k, outcome.step_duration_s)
+
+    def _imputed(self, k: int, outcome: StepOutcome) -> StepOutcome:
+        """``outcome`` with each cut request that accepted all it verified drafted to K, its
+        continuation drawn from its posterior mean acceptance.
+
+        Rows are the runtime's: the verifications heard, in order, then zeros for decoders that
+        verified nothing. A heard row is imputed when a recent allotment cut that request, and as
+        many zero rows as the last allotment cut to nothing.
+        """
+        drafted, accepted = outcome.drafted.copy(), outcome.accepted.copy()
+        rows, alphas = [], []
+        heard = self._heard[: drafted.size]
+        cut = set().union(*self._cut_ids)
+        ids = [r for i, (r, _, _) in enumerate(heard) if r in cut and accepted[i] == drafted[i] < k]
+        if ids:
+            a, b = self.inner.acceptance_params()
+            succ, fail = self.book.counts(ids)
+            alpha = shrunk_alpha(a / (a + b), self._strength or MAX_STRENGTH, succ, fail)
+            idx = {r: i for i, (r, _, _) in enumerate(heard)}
+            rows += [idx[r] for r in ids]
+            alphas += list(alpha)
+        zero_rows = np.flatnonzero(drafted[len(heard) :] == 0) + len(heard)
+        n = min(zero_rows.size, len(self._zero_cut_alpha)) if k > 0 else 0
+        rows += zero_rows[:n].tolist()
+        alphas += list(self._zero_cut_alpha[:n])
+        for i, alpha in zip(rows, alphas, strict=True):
+            j = int(drafted[i])
+            while j < k and self._rng.random() < alpha[j]:
+                j += 1
+            drafted[i], accepted[i] = k, j
+        if not rows:
+            return outcome
+        return dataclasses.replace(outcome, drafted=drafted, accepted=accepted)
 
     # ---- the per-request evidence ---------------------------------------------------------------
 
     def on_verified(self, request_id: str, drafted: int, accepted: int) -> None:
         """One request's verified step, as vLLM counts it."""
-        self.book.observe(request_id, min(drafted, self.book.k_max), min(accepted, drafted, self.book.k_max))
+        drafted = min(drafted, self.book.k_max)
+        accepted = min(accepted, drafted)
+        self.book.observe(request_id, drafted, accepted)
+        self._heard.append((request_id, drafted, accepted))
 
     def forget_finished(self, live_ids) -> None:
         """Move every request not in ``live_ids`` out of the running book (finished or aborted)."""
@@ -87,13 +136,27 @@ class PerRequestGovernor:
         """Drafts to verify per request, each at most what it drafted."""
         drafted = np.asarray(drafted, dtype=np.int64)
         self.proposed_drafts += int(drafted.sum())
+        self._heard = []
+        out = self._allot(request_ids, drafted)
+        self.verified_drafts += int(out.sum())
+        cut = out < drafted
+        self._cut_ids.append({r for r, c in zip(request_ids, cut, strict=True) if c})
+        zero = [r for r, kept, c in zip(request_ids, out, cut, strict=True) if c and kept == 0]
+        if zero:
+            a, b = self.inner.acceptance_params()
+            succ, fail = self.book.counts(zero)
+            self._zero_cut_alpha = shrunk_alpha(a / (a + b), self._strength or MAX_STRENGTH, succ, fail)
+        else:
+            self._zero_cut_alpha = self._zero_cut_alpha[:0]
+        return out
+
+    def _allot(self, request_ids: list[str], drafted: np.ndarray) -> np.ndarray:
         batch, depth = len(request_ids), int(drafted.max(initial=0))
         w = self.price.draw(self._rng, self.inner.latency_weights())
         price = float(w[VERIFY_WEIGHT])
         # The step's time with every draft cut: the fixed part and the drafting already spent.
         base = float(verified_features(batch, 0, depth) @ w)
         if price <= 0 or base <= 0 or not drafted.any():
-            self.verified_drafts += int(drafted.sum())
             return drafted  # verification is free as far as the model knows: verify everything
         a, b = self.inner.acceptance_params()
         mean = a / (a + b)
@@ -101,10 +164,7 @@ class PerRequestGovernor:
         succ, fail = self.book.counts(list(request_ids))
         surv = survival(self._rng.beta(n0 * mean + succ, n0 * (1.0 - mean) + fail))
         slots = np.arange(surv.shape[1]) < drafted[:, None]
-        budget = best_budget(surv[slots], batch, base, price)
-        out = allot(surv, drafted, budget)
-        self.verified_drafts += int(out.sum())
-        return out
+        return allot(surv, drafted, best_budget(surv[slots], batch, base, price))
 
     def _strength_for(self, class_mean: np.ndarray) -> float:
         self._since_strength += 1
