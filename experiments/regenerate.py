@@ -208,6 +208,10 @@ def live_steps() -> list[Step]:
              ("--quick", "--fresh", "--out", "{q}/live-c1-recheck", "--concurrency", "1", "--policies", C1_POLICIES),
              "results/live-c1-recheck", needs=("vllm",), minutes=10,
              note="C=1 alone, the plugin pinned to K=3 next to vLLM's K=3: is the sweep's C=1 gap plumbing or choice"),
+        Step("live-per-request", "experiments/live_per_request.py", ("--fresh",),
+             ("--quick", "--fresh", "--out", "{q}/live-per-request"), "results/live-per-request",
+             needs=("vllm",), minutes=25,
+             note="the split pair (requests accepting 90% and 30%), bandit-per-request next to bandit (issue 16)"),
     ]  # fmt: skip
     return [dataclasses.replace(s, scope=(*dict.fromkeys((s.script, *served)),)) for s in steps]
 
