@@ -11,11 +11,13 @@ chooses how many of each request's drafts to verify (docs/per-request.md):
    verified token costs (:mod:`.verify_price`, :func:`~banditk.governor.verify_budget.best_budget`);
 3. the budget's slots go to the highest survivals (:func:`~banditk.governor.verify_budget.allot`).
 
-The inner governor is credited each step with its real time, so its (bucket, K) cells learn what
-K costs when drafts are cut. Its acceptance would be biased upward by the cuts (the requests that
-reach a deep position are the ones that accept), which pushes K deeper than it pays where drafting
-is dear; so a cut request whose verified drafts were all accepted has the rest of its K drafts
-imputed from its own posterior (data augmentation of a censored observation).
+The inner governor learns the world without cuts, so that its K is the K it would choose
+alone and the cuts only add: each cut request that accepted all it verified has the rest of its
+K drafts imputed from its own posterior (data augmentation of a censored observation), and the
+step's time has the price of the cut drafts added back. Learning from the cut steps as they ran
+instead biases K deep: the requests that reach a deep position are the ones that accept, and a
+cut step is cheaper than the K it drafted, while drafting, which cuts do not save, is what a deep
+K costs.
 """
 
 from __future__ import annotations
@@ -76,11 +78,16 @@ class PerRequestGovernor:
         return self.inner.select(context)
 
     def observe(self, decision: Decision, outcome: StepOutcome) -> None:
-        """Credit the inner governor (cut drafts imputed), and price the verified tokens on a step
-        without a prompt chunk."""
-        self.inner.observe(decision, self._imputed(decision.k, outcome))
+        """Credit the inner governor with the step as if nothing were cut, and price the verified
+        tokens on a step without a prompt chunk."""
         if outcome.drafted.size and not outcome.prefill_tokens:
             self.price.observe(outcome.drafted.size, int(outcome.drafted.sum()), decision.k, outcome.step_duration_s)
+        full = self._imputed(decision.k, outcome)
+        added = int(full.drafted.sum() - outcome.drafted.sum())
+        if added > 0:
+            price = max(float(self.price.mean[VERIFY_WEIGHT]), 0.0)
+            full = dataclasses.replace(full, step_duration_s=outcome.step_duration_s + price * added)
+        self.inner.observe(decision, full)
 
     def _imputed(self, k: int, outcome: StepOutcome) -> StepOutcome:
         """``outcome`` with each cut request that accepted all it verified drafted to K, its
