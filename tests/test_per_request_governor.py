@@ -170,3 +170,26 @@ def test_per_request_verification_does_not_draft_deeper_where_drafting_is_dear()
     """Each drafted position costs 40% of the fixed step: cuts save verification, not drafting,
     so the bandit under cuts must not be lured to a deep K by what the cut requests never showed."""
     assert serve(True, draft_s=0.004) > 0.97 * serve(False, draft_s=0.004)
+
+
+def test_the_bandit_learns_a_cut_step_as_if_nothing_were_cut():
+    """A cut request that accepted all it verified is drafted to K, its continuation drawn from its
+    own posterior; a request the allotment cut to nothing gets its row too; each added draft's
+    price is added to the step's time. A request that rejected, or was not cut, is left as it was."""
+    inner = Recorder([0.01, 0.002, 0.0, 0.0])
+    gov = PerRequestGovernor(inner)
+    gov.price.mean = np.array([0.01, 0.002, 0.0, 0.0])
+    gov._cut_ids.append({"cut", "cut_rejected"})
+    gov._zero_cut_alpha = np.ones((1, K_MAX))  # the request cut to nothing would accept every draft
+    for _ in range(30):  # "cut" accepts everything it is shown: its continuation is all accepted
+        gov.book.observe("cut", 3, 3)
+    gov._strength = 1.0
+    gov.on_verified("cut", 1, 1)
+    gov.on_verified("cut_rejected", 2, 1)
+    gov.on_verified("whole", 3, 2)
+    d = Decision(k=3, bucket=0, num_decoding=4, step_id=1)
+    gov.observe(d, StepOutcome(np.array([1, 2, 3, 0]), np.array([1, 1, 2, 0]), 0.05))
+    seen = inner.seen[-1]
+    assert seen.drafted.tolist() == [3, 2, 3, 3]
+    assert seen.accepted.tolist() == [3, 1, 2, 3]
+    assert seen.step_duration_s == pytest.approx(0.05 + 0.002 * 5)
