@@ -30,15 +30,12 @@ import numpy as np
 from banditk.core.types import Decision, StepContext, StepOutcome
 from banditk.governor.request_book import RequestBook
 from banditk.governor.verify_budget import allot, best_budget
-from banditk.governor.verify_price import VerifyPrice, verified_features
-from banditk.posterior import latency_model
+from banditk.governor.verify_price import VERIFY_WEIGHT, VerifyPrice, verified_features
 from banditk.posterior.request_acceptance import MAX_STRENGTH, shrunk_alpha, survival
 
 #: Most allotments between two estimates of the strength n0 (each reads up to 512 finished
 #: requests); the first estimates come after 1, 2, 4, ... allotments, while evidence is thin.
 STRENGTH_REFRESH = 64
-#: Index of the seconds-per-verified-token weight in the step-time model.
-VERIFY_WEIGHT = latency_model.FEATURES.index("verify_token_s")
 
 
 class PerRequestGovernor:
@@ -103,12 +100,9 @@ class PerRequestGovernor:
         cut = set().union(*self._cut_ids)
         ids = [r for i, (r, _, _) in enumerate(heard) if r in cut and accepted[i] == drafted[i] < k]
         if ids:
-            a, b = self.inner.acceptance_params()
-            succ, fail = self.book.counts(ids)
-            alpha = shrunk_alpha(a / (a + b), self._strength or MAX_STRENGTH, succ, fail)
             idx = {r: i for i, (r, _, _) in enumerate(heard)}
             rows += [idx[r] for r in ids]
-            alphas += list(alpha)
+            alphas += list(self._mean_alpha(ids))
         zero_rows = np.flatnonzero(drafted[len(heard) :] == 0) + len(heard)
         n = min(zero_rows.size, len(self._zero_cut_alpha)) if k > 0 else 0
         rows += zero_rows[:n].tolist()
@@ -149,13 +143,14 @@ class PerRequestGovernor:
         cut = out < drafted
         self._cut_ids.append({r for r, c in zip(request_ids, cut, strict=True) if c})
         zero = [r for r, kept, c in zip(request_ids, out, cut, strict=True) if c and kept == 0]
-        if zero:
-            a, b = self.inner.acceptance_params()
-            succ, fail = self.book.counts(zero)
-            self._zero_cut_alpha = shrunk_alpha(a / (a + b), self._strength or MAX_STRENGTH, succ, fail)
-        else:
-            self._zero_cut_alpha = self._zero_cut_alpha[:0]
+        self._zero_cut_alpha = self._mean_alpha(zero) if zero else self._zero_cut_alpha[:0]
         return out
+
+    def _mean_alpha(self, request_ids: list[str]) -> np.ndarray:
+        """Each request's posterior mean acceptance per position, shrunk toward the class."""
+        a, b = self.inner.acceptance_params()
+        succ, fail = self.book.counts(request_ids)
+        return shrunk_alpha(a / (a + b), self._strength or MAX_STRENGTH, succ, fail)
 
     def _allot(self, request_ids: list[str], drafted: np.ndarray) -> np.ndarray:
         batch, depth = len(request_ids), int(drafted.max(initial=0))

@@ -20,6 +20,8 @@ import numpy as np
 
 from banditk.posterior import latency_model
 
+#: Index of the seconds-per-verified-token weight in the step-time model.
+VERIFY_WEIGHT = latency_model.FEATURES.index("verify_token_s")
 #: Observations the prior (the batch model's weights) is worth.
 PRIOR_STEPS = 1.0
 #: Observations between two solves of the posterior.
@@ -31,17 +33,18 @@ NOISE_WEIGHT = 1.0 / 64.0
 
 
 def verified_features(batch: float, verified: float, k: int) -> np.ndarray:
-    """The feature row of a step: [1, B + V, max(K, 1), B max(K, 1)].
+    """The step-time model's feature row with B + V verified tokens in place of B (K + 1).
 
     >>> verified_features(4, 6, 3).tolist()
     [1.0, 10.0, 3.0, 12.0]
     """
-    drafts = float(max(k, 1))
-    return np.array([1.0, batch + verified, drafts, batch * drafts])
+    x = latency_model.features_rows(np.array([batch]), np.array([k]))[0]
+    x[VERIFY_WEIGHT] = batch + verified
+    return x
 
 
 class VerifyPrice:
-    """Posterior of the step-time weights with V as verified; ``draw`` gives (base, price) samplers."""
+    """Posterior of the step-time weights with V as verified; ``draw`` gives one Thompson draw of them."""
 
     def __init__(self) -> None:
         n = len(latency_model.FEATURES)

@@ -24,21 +24,16 @@ SYNC = "banditk.adapter.per_request.PerRequestScheduler"
 ASYNC = "banditk.adapter.per_request.PerRequestAsyncScheduler"
 
 
-@pytest.fixture
-def per_request(monkeypatch):
+def select_per_request(mp: pytest.MonkeyPatch) -> None:
     from banditk.adapter import plugin
 
-    monkeypatch.setattr(plugin, "SCHEDULER_QUALNAME", SYNC)
-    monkeypatch.setattr(plugin, "ASYNC_SCHEDULER_QUALNAME", ASYNC)
+    mp.setattr(plugin, "SCHEDULER_QUALNAME", SYNC)
+    mp.setattr(plugin, "ASYNC_SCHEDULER_QUALNAME", ASYNC)
 
 
-@pytest.fixture(scope="module")
-def split_pair(tmp_path_factory):
-    pytest.importorskip("transformers")
-    from banditk.testing.split_pair import build_split_pair
-
-    root = os.environ.get("BANDITK_TEST_MODELS") or str(tmp_path_factory.mktemp("models"))
-    return build_split_pair(root, agreement=(0.9, 0.3))
+@pytest.fixture
+def per_request(monkeypatch):
+    select_per_request(monkeypatch)
 
 
 def prime(gov, k: int) -> None:
@@ -89,10 +84,7 @@ def split_engine(vllm_cpu, split_pair):
         "governor_config": {"state_log_interval_s": 0, "seed": 0},
     }
     with pytest.MonkeyPatch.context() as mp:
-        from banditk.adapter import plugin
-
-        mp.setattr(plugin, "SCHEDULER_QUALNAME", SYNC)
-        mp.setattr(plugin, "ASYNC_SCHEDULER_QUALNAME", ASYNC)
+        select_per_request(mp)
         with tiny_llm(split_pair.target, spec) as llm:
             yield llm
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from hand_scheduler import answer, async_scheduler
@@ -43,15 +41,6 @@ def test_an_agreement_outside_0_1_names_its_half(agreement):
     half = "high" if agreement[0] > 1 else "low"
     with pytest.raises(ValueError, match=f"`agreement` \\({half} half\\)"):
         split_partial_map(f, high, low, agreement, seed=0)
-
-
-@pytest.fixture(scope="module")
-def split_pair(tmp_path_factory):
-    pytest.importorskip("transformers")
-    from banditk.testing.split_pair import build_split_pair
-
-    root = os.environ.get("BANDITK_TEST_MODELS") or str(tmp_path_factory.mktemp("models"))
-    return build_split_pair(root, agreement=(0.9, 0.3))
 
 
 def test_prompts_stay_in_their_half(split_pair):
