@@ -3,8 +3,8 @@
 
 The live sweep's machinery (experiments/live_sweep.py: servers, vLLM's bench client, switch
 counts, the protocol's checks) on the split test pair (banditk/testing/split_pair.py), with the
-policy ``bandit-per-request``: the same bandit served through the per-request schedulers
-(experiments/per_request_server.py), next to ``bandit``, no speculation and every fixed K. The
+policy ``bandit-per-request``: the same bandit served with ``"per_request": true`` in its
+``governor_config``, next to ``bandit``, no speculation and every fixed K. The
 bench client's random prompts end in either half of the vocabulary, so each point serves a mix.
 
     python experiments/live_per_request.py                     # C = 4, 8, 16 (~25 min)
@@ -24,7 +24,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import live_sweep  # noqa: E402
-import per_request_server  # noqa: E402
 
 from banditk.evaluation import point_checks, summary  # noqa: E402
 from banditk.io.atomic import atomic_write_text  # noqa: E402
@@ -72,14 +71,13 @@ def build_split(args) -> tuple[str, str]:
 
 
 def make_server(policy: str, args, target: str, draft: str):
-    """The live sweep's server of ``policy``; the per-request one is its bandit, launched through
-    experiments/per_request_server.py, in a run folder of its own."""
+    """The live sweep's server of ``policy``; the per-request one is its bandit with
+    ``"per_request": true``, in a run folder of its own."""
     if policy != PER_REQUEST:
         return live_sweep.make_server(policy, args, target, draft)
-    own = argparse.Namespace(**{**vars(args), "out": args.out / "per-request"})
-    server, run_dir = live_sweep.make_server("bandit", own, target, draft)
-    server.cmd = [sys.executable, per_request_server.__file__, *server.cmd[3:]]  # after "-m <module>"
-    return server, run_dir
+    config = {**(args.governor_config or {}), "per_request": True}
+    own = argparse.Namespace(**{**vars(args), "out": args.out / "per-request", "governor_config": config})
+    return live_sweep.make_server("bandit", own, target, draft)
 
 
 def verified_share(run_dir: Path) -> dict | None:

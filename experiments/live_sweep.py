@@ -4,7 +4,7 @@ For each policy (nospec, fixed:K for every K, vLLM's table with a threshold insi
 swept range, banditk pinned to K_max, bandit, and bandit started from the shipped CPU
 prior) it starts the vLLM OpenAI server on 127.0.0.1 with a locally built cyclic target
 and a partial-agreement draft. All servers are up at once, and each concurrency point is
-measured for every policy in turn (one warm-up request batch, then vLLM's benchmark
+measured for every policy in turn (a warm-up of at least 200 scheduler steps, then vLLM's benchmark
 client: random dataset, fixed seed, greedy, at least --min-requests requests or
 --min-seconds seconds, whichever is longer), so a drift of the machine's speed over the
 sweep shifts the policies of a point alike. Every finished point is saved, so an
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -33,6 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+#: Steps of warm-up before a point is measured: the simulator protocol's (banditk/sim/protocol.py).
+WARMUP_STEPS = 200
 
 from banditk.evaluation import THRESHOLDS, point_checks, summary  # noqa: E402
 from banditk.io.atomic import atomic_write_text  # noqa: E402
@@ -76,6 +79,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--min-requests", type=int, default=32)
     p.add_argument("--min-seconds", type=float, default=60.0)
+    p.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=WARMUP_STEPS,
+        help="scheduler steps of warm-up before each point is measured (default %(default)s, the simulator "
+        "protocol's): enough requests that even a step emitting K_max + 1 tokens per request takes that many",
+    )
     p.add_argument("--max-num-seqs", type=int, default=32)
     p.add_argument("--models", type=Path, default=ROOT / ".cache" / "live-models", help="where tiny models are built")
     p.add_argument("--quick", action="store_true", help="tiny models and short points: checks the pipeline, not speed")
@@ -123,7 +133,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.target_layers, args.hidden, args.min_requests, args.min_seconds = 1, 128, 4, 0.0
-        args.output_len, args.input_len = 16, 32
+        args.output_len, args.input_len, args.warmup_steps = 16, 32, 16
         if args.policies is None:
             args.policies = "nospec,fixed:1,bandit"
     args.concurrency = [int(c) for c in str(args.concurrency).split(",")]
@@ -216,13 +226,23 @@ def server_env(cache: Path) -> dict[str, str]:
     return {**CPU_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "1", "VLLM_CACHE_ROOT": str(cache)}
 
 
+def warmup_requests(c: int, args) -> int:
+    """Warm-up requests at concurrency ``c``: batches of c until --warmup-steps steps pass even
+    when every step emits K_max + 1 tokens per request.
+
+    >>> warmup_requests(4, argparse.Namespace(warmup_steps=200, k_max=3, output_len=64))
+    52
+    """
+    return c * max(1, math.ceil(args.warmup_steps * (args.k_max + 1) / args.output_len))
+
+
 def run_point(server: VllmServer, policy: str, c: int, args, run_dir: Path) -> dict:
-    # One warm-up batch of c requests (about one request's latency), which sizes the point
-    # to at least --min-requests requests or --min-seconds, whichever is longer.
+    # Warm-up (docs/evaluation.md: switches count "at stationary load, after warm-up"), whose
+    # duration sizes the point to at least --min-requests requests or --min-seconds.
     result, times = run_warm_then_measure(
         server.base_url,
         server.model,
-        Load(c, c, args.input_len, args.output_len, seed=1000 + c),
+        Load(c, warmup_requests(c, args), args.input_len, args.output_len, seed=1000 + c),
         Load(c, args.min_requests, args.input_len, args.output_len, seed=c),
         min_requests=args.min_requests,
         min_seconds=args.min_seconds,
@@ -476,6 +496,7 @@ def build_report(points: list[dict], args, made_by: dict) -> dict:
             "kv_cache_mb": args.kv_cache_mb,
             "min_requests": args.min_requests,
             "min_seconds": args.min_seconds,
+            "warmup_steps": args.warmup_steps,
             "table": args.table,
             "governor_config": args.governor_config,
             "client": "vllm.benchmarks.serve (vllm bench serve)",

@@ -17,7 +17,8 @@ end, engine core, workers). In the front end it wraps
    ``VllmConfig.additional_config["banditk"]`` (pickled with the config in the
    multi-process layout, the same object in-process);
 4. ``scheduler_cls`` selects :class:`~banditk.adapter.scheduler.GovernedScheduler`
-   (or its async twin when vLLM chose async scheduling).
+   (or its async twin when vLLM chose async scheduling), or with
+   ``governor_config.per_request`` the per-request twins of :mod:`.per_request`.
 
 Without ``"governor"`` (or with ``"governor": "off"``) the wrapper passes
 everything through untouched. In worker processes :func:`register` installs the
@@ -41,8 +42,13 @@ logger = logging.getLogger("vllm.banditk")
 #: Set in the front end when a governor is on; spawned workers inherit it and time forwards.
 WORKER_TIMING_ENV = "BANDITK_WORKER_TIMING"
 
-SCHEDULER_QUALNAME = "banditk.adapter.scheduler.GovernedScheduler"
-ASYNC_SCHEDULER_QUALNAME = "banditk.adapter.scheduler.GovernedAsyncScheduler"
+#: The scheduler vLLM is handed, by (per-request verification, async scheduling).
+SCHEDULER_QUALNAMES = {
+    (False, False): "banditk.adapter.scheduler.GovernedScheduler",
+    (False, True): "banditk.adapter.scheduler.GovernedAsyncScheduler",
+    (True, False): "banditk.adapter.per_request.PerRequestScheduler",
+    (True, True): "banditk.adapter.per_request.PerRequestAsyncScheduler",
+}
 
 _registered = False
 
@@ -195,7 +201,7 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
         )
     _settle_server_mode(vllm_config, resolved)
     vllm_compat.additional_config(vllm_config)[ADDITIONAL_CONFIG_KEY] = resolved.to_dict()
-    qualname = ASYNC_SCHEDULER_QUALNAME if vllm_compat.async_scheduling(vllm_config) else SCHEDULER_QUALNAME
+    qualname = SCHEDULER_QUALNAMES[resolved.per_request, bool(vllm_compat.async_scheduling(vllm_config))]
     vllm_compat.set_scheduler_cls(vllm_config, qualname)
     os.environ[WORKER_TIMING_ENV] = "1"
     _install_worker_hooks()  # the in-process layout runs the model here

@@ -9,7 +9,8 @@ so start-up validation can be tested without an engine.
 ``governor_config`` keys are of two kinds:
 
 - adapter keys (:data:`ADAPTER_KEYS`): prior file, snapshot path and interval,
-  telemetry log, fallback K, state-line interval, drafter-class override;
+  telemetry log, fallback K, state-line interval, drafter-class override, per-request
+  verification;
 - governor hyperparameters: every other key is handed to
   :meth:`banditk.core.config.GovernorConfig.from_dict`, which rejects unknown
   fields by name (``bucket_edges``, ``switch_penalty``, ``discount``, ``seed``...).
@@ -61,6 +62,7 @@ ADAPTER_KEYS = frozenset(
         "drafter_class",
         "request_history",
         "slow_call_ms",
+        "per_request",
     }
 )
 
@@ -94,6 +96,9 @@ class AdapterSettings:
             ``observe``); a step over it is a fault, and a few in a row make the runtime
             use the fallback K and bypass the governor for a while
             (:mod:`banditk.adapter.breaker`). The bandit takes ~0.03-0.1 ms.
+        per_request: verify each request's drafts by its own acceptance within one budget per
+            step (:mod:`banditk.adapter.per_request`, docs/per-request.md); the bandit still
+            chooses K. Needs ``governor: "bandit"``.
         k_max: vLLM's ``num_speculative_tokens`` (filled in once known).
         method: vLLM's speculative ``method`` (filled in once known).
     """
@@ -111,6 +116,7 @@ class AdapterSettings:
     drafter_class: str | None = None
     request_history: int = 32
     slow_call_ms: float = 10.0
+    per_request: bool = False
     k_max: int | None = None
     method: str | None = None
 
@@ -257,6 +263,13 @@ def parse_settings(governor: Any, governor_config: Any) -> AdapterSettings:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise ConfigError(f"governor_config.slow_call_ms must be a number of milliseconds > 0, got {v!r}.")
         kw["slow_call_ms"] = float(v)
+    if "per_request" in kw:
+        if not isinstance(kw["per_request"], bool):
+            raise ConfigError(f"governor_config.per_request must be true or false, got {kw['per_request']!r}.")
+        if kw["per_request"] and governor != "bandit":
+            raise ConfigError(
+                f"governor_config.per_request needs governor 'bandit' (it wraps the bandit's K), got {governor!r}."
+            )
     if "drafter_class" in kw and kw["drafter_class"] is not None:
         try:
             check_drafter_class(kw["drafter_class"], "governor_config.drafter_class")

@@ -1,8 +1,7 @@
 """Per-request verification inside real vLLM on CPU (issue 16): exact output, allotments within
 the drafts, vLLM's counters equal to what was verified, and the async scheduler's placeholders.
 
-The plugin does not select the per-request schedulers yet (docs/per-request.md); these tests
-select them the way the plugin selects its own, by the scheduler qualname it hands vLLM.
+Each engine selects them as a user does, with ``"per_request": true`` in ``governor_config``.
 """
 
 from __future__ import annotations
@@ -19,21 +18,6 @@ from hand_scheduler import answer, async_scheduler
 from banditk.testing.engines import greedy_chain, metrics_delta, spec_metrics, tiny_llm
 
 pytestmark = pytest.mark.vllm
-
-SYNC = "banditk.adapter.per_request.PerRequestScheduler"
-ASYNC = "banditk.adapter.per_request.PerRequestAsyncScheduler"
-
-
-def select_per_request(mp: pytest.MonkeyPatch) -> None:
-    from banditk.adapter import plugin
-
-    mp.setattr(plugin, "SCHEDULER_QUALNAME", SYNC)
-    mp.setattr(plugin, "ASYNC_SCHEDULER_QUALNAME", ASYNC)
-
-
-@pytest.fixture
-def per_request(monkeypatch):
-    select_per_request(monkeypatch)
 
 
 def prime(gov, k: int) -> None:
@@ -81,12 +65,10 @@ def split_engine(vllm_cpu, split_pair):
         "model": split_pair.draft,
         "num_speculative_tokens": 3,
         "governor": "bandit",
-        "governor_config": {"state_log_interval_s": 0, "seed": 0},
+        "governor_config": {"state_log_interval_s": 0, "seed": 0, "per_request": True},
     }
-    with pytest.MonkeyPatch.context() as mp:
-        select_per_request(mp)
-        with tiny_llm(split_pair.target, spec) as llm:
-            yield llm
+    with tiny_llm(split_pair.target, spec) as llm:
+        yield llm
 
 
 def split_prompts(split_pair):
@@ -190,7 +172,7 @@ def test_async_scheduler_keeps_its_placeholders_consistent_under_allotments(spli
     assert (succ + fail).sum() > 0
 
 
-def test_mtp_output_is_exact_under_per_request_verification(vllm_cpu, tiny_pair, per_request):
+def test_mtp_output_is_exact_under_per_request_verification(vllm_cpu, tiny_pair):
     from transformers import AutoTokenizer
 
     from banditk.testing.engines import scheduler
@@ -199,7 +181,12 @@ def test_mtp_output_is_exact_under_per_request_verification(vllm_cpu, tiny_pair,
     path, f = build_mtp_target(os.path.dirname(tiny_pair.target))
     tok = AutoTokenizer.from_pretrained(path)
     prompts = ["def main(argv):", "class Foo(object):", "return None"]
-    spec = {"method": "mtp", "num_speculative_tokens": 2, "governor": "bandit", "governor_config": {"seed": 0}}
+    spec = {
+        "method": "mtp",
+        "num_speculative_tokens": 2,
+        "governor": "bandit",
+        "governor_config": {"seed": 0, "per_request": True},
+    }
     with tiny_llm(path, spec) as llm:
         sch = scheduler(llm)
         prime(sch.banditk.policy, 2)
@@ -220,12 +207,10 @@ NGRAM = r"""
 import json, sys
 from banditk.testing.engines import cpu_env, scheduler, tiny_llm
 cpu_env(in_process=True, cache_root=sys.argv[2])
-from banditk.adapter import plugin
-plugin.SCHEDULER_QUALNAME = "banditk.adapter.per_request.PerRequestScheduler"
 from vllm import SamplingParams
 from vllm.inputs import TokensPrompt
 spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1,
-        "governor": "bandit", "governor_config": {"state_log_interval_s": 0, "seed": 0}}
+        "governor": "bandit", "governor_config": {"state_log_interval_s": 0, "seed": 0, "per_request": True}}
 with tiny_llm(sys.argv[1], spec) as llm:
     sp = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
     out = [list(o.outputs[0].token_ids) for o in llm.generate(

@@ -61,9 +61,28 @@ def test_async_scheduling_gets_the_async_twin(vllm_cpu, tiny_pair):
     assert cfg.scheduler_config.scheduler_cls == "banditk.adapter.scheduler.GovernedAsyncScheduler"
 
 
+@pytest.mark.parametrize("is_async", [False, True])
+def test_per_request_key_selects_the_per_request_schedulers(vllm_cpu, tiny_pair, is_async):
+    from banditk.adapter.plugin import apply_to_vllm_config
+    from banditk.adapter.settings import parse_settings
+
+    cfg = engine_config(tiny_pair, base(tiny_pair))
+    cfg.scheduler_config.async_scheduling = is_async
+    cfg.speculative_config.num_speculative_tokens_per_batch_size = [[1, 16, 4]]
+    resolved = apply_to_vllm_config(cfg, parse_settings("bandit", {"per_request": True}))
+    name = "PerRequestAsyncScheduler" if is_async else "PerRequestScheduler"
+    assert cfg.scheduler_config.scheduler_cls == f"banditk.adapter.per_request.{name}"
+    assert resolved.per_request and cfg.additional_config["banditk"]["per_request"] is True
+
+
 @pytest.mark.parametrize(
     "extra, match",
     [
+        (
+            {"governor": "fixed:2", "governor_config": {"per_request": True}},
+            r"governor_config.per_request needs governor 'bandit' .*got 'fixed:2'",
+        ),
+        ({"governor": "bandit", "governor_config": {"per_request": 1}}, r"per_request must be true or false, got 1"),
         ({"governor": "bandit", "governor_config": {"bucket_edges": [2, 8]}}, r"bucket_edges"),
         ({"governor": "bandit", "governor_config": {"seed": "x"}}, r"seed"),
         ({"governor": "fixed:9"}, r"governor='fixed:9' asks for K above num_speculative_tokens=4"),
