@@ -8,12 +8,13 @@ directly: same argument parser, same request generator, same metrics.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# A warm-up batch, then the measured run sized from it, in one process: importing the
+# The warm-up, then the measured run sized from it, in one process: importing the
 # client costs ~10 s here, twice per point otherwise (a sixth of the default sweep).
 _WARM_THEN_MEASURE = (
     "import json, math, sys, time\n"
@@ -25,9 +26,11 @@ _WARM_THEN_MEASURE = (
     "    add_cli_args(p)\n"
     "    main(p.parse_args(argv))\n"
     "run(spec['warmup'])\n"
+    "from banditk.live.bench import measured_requests\n"
     "with open(spec['warmup_result']) as f:\n"
-    "    batch_s = max(float(json.load(f)['duration']), 1e-3)\n"
-    "n = max(spec['min_requests'], math.ceil(spec['min_seconds'] * spec['concurrency'] / batch_s))\n"
+    "    warm_s = float(json.load(f)['duration'])\n"
+    "n = measured_requests(warm_s, spec['warmup_requests'], spec['concurrency'], spec['min_requests'],\n"
+    "                      spec['min_seconds'])\n"
     "argv = spec['measure']\n"
     "argv[argv.index('--num-prompts') + 1] = str(n)\n"
     "t0 = time.time()\n"
@@ -35,6 +38,19 @@ _WARM_THEN_MEASURE = (
     "with open(spec['times'], 'w') as f:\n"
     "    json.dump({'t0': t0, 't1': time.time(), 'num_prompts': n}, f)\n"
 )
+
+
+def measured_requests(
+    warm_s: float, warm_requests: int, concurrency: int, min_requests: int, min_seconds: float
+) -> int:
+    """Requests to measure: at least ``min_requests``, and enough for ``min_seconds`` at the
+    warm-up's pace (``warm_requests`` requests in ``warm_s`` seconds at ``concurrency``).
+
+    >>> measured_requests(10.0, 52, 4, 32, 60.0), measured_requests(10.0, 4, 4, 32, 60.0)
+    (312, 32)
+    """
+    per_request_s = max(warm_s, 1e-3) / max(warm_requests, 1)
+    return max(min_requests, math.ceil(min_seconds / per_request_s))
 
 
 @dataclass(frozen=True)
@@ -102,8 +118,9 @@ def run_warm_then_measure(
     tag: str,
     timeout_s: float = 3600,
 ) -> tuple[dict, dict]:
-    """One warm-up batch (``warm``), then ``measure`` with at least ``min_requests`` requests or
-    ``min_seconds`` of load (sized from the warm-up's duration), in one client process.
+    """The warm-up (``warm``: one or more batches of its concurrency), then ``measure`` with at
+    least ``min_requests`` requests or ``min_seconds`` of load (sized from the warm-up's duration
+    per batch), in one client process.
 
     Returns the measured run's result JSON, and ``{"t0", "t1", "num_prompts"}`` (wall clock of
     the measured run, for matching the governor's telemetry).
@@ -114,6 +131,7 @@ def run_warm_then_measure(
     spec = {
         "warmup": _client_args(base_url, model, warm, warm_path),
         "warmup_result": str(warm_path),
+        "warmup_requests": warm.num_prompts,
         "measure": _client_args(base_url, model, measure, result_path),
         "concurrency": measure.concurrency,
         "min_requests": min_requests,
