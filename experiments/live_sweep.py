@@ -83,8 +83,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--warmup-steps",
         type=int,
         default=WARMUP_STEPS,
-        help="scheduler steps of warm-up before each point is measured (default %(default)s, the simulator "
-        "protocol's): enough requests that even a step emitting K_max + 1 tokens per request takes that many",
+        help="scheduler steps of warm-up before each point of a learning policy is measured (default "
+        "%(default)s, the simulator protocol's): enough requests that even a step emitting K_max + 1 tokens "
+        "per request takes that many; nospec, fixed, pinned and table policies warm up with one batch",
     )
     p.add_argument("--max-num-seqs", type=int, default=32)
     p.add_argument("--models", type=Path, default=ROOT / ".cache" / "live-models", help="where tiny models are built")
@@ -226,13 +227,21 @@ def server_env(cache: Path) -> dict[str, str]:
     return {**CPU_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "1", "VLLM_CACHE_ROOT": str(cache)}
 
 
-def warmup_requests(c: int, args) -> int:
-    """Warm-up requests at concurrency ``c``: batches of c until --warmup-steps steps pass even
-    when every step emits K_max + 1 tokens per request.
+#: Policies whose K does not learn: one batch warms their server, and nothing of theirs settles.
+STATIC_POLICIES = ("nospec", "fixed:", "pinned:", "table:")
 
-    >>> warmup_requests(4, argparse.Namespace(warmup_steps=200, k_max=3, output_len=64))
-    52
+
+def warmup_requests(policy: str, c: int, args) -> int:
+    """Warm-up requests at concurrency ``c``: one batch of c for a policy that does not learn,
+    else batches of c until --warmup-steps steps pass even when every step emits K_max + 1
+    tokens per request.
+
+    >>> a = argparse.Namespace(warmup_steps=200, k_max=3, output_len=64)
+    >>> warmup_requests("bandit", 4, a), warmup_requests("fixed:3", 4, a)
+    (52, 4)
     """
+    if policy.startswith(STATIC_POLICIES):
+        return c
     return c * max(1, math.ceil(args.warmup_steps * (args.k_max + 1) / args.output_len))
 
 
@@ -242,7 +251,7 @@ def run_point(server: VllmServer, policy: str, c: int, args, run_dir: Path) -> d
     result, times = run_warm_then_measure(
         server.base_url,
         server.model,
-        Load(c, warmup_requests(c, args), args.input_len, args.output_len, seed=1000 + c),
+        Load(c, warmup_requests(policy, c, args), args.input_len, args.output_len, seed=1000 + c),
         Load(c, args.min_requests, args.input_len, args.output_len, seed=c),
         min_requests=args.min_requests,
         min_seconds=args.min_seconds,

@@ -43,3 +43,15 @@ def test_long_prompts_get_their_model_length_and_kv_cache_recorded():
     assert (args.input_len, args.max_model_len, args.kv_cache_mb) == (3000, 4096, 768)
     default = live_sweep.parse_args([])
     assert (default.max_model_len, default.kv_cache_mb) == (512, 256)
+
+
+@pytest.mark.parametrize("output_len, k_max", [(64, 3), (200, 3), (16, 7)])
+def test_learning_policies_warm_up_for_the_protocols_steps_and_static_ones_for_a_batch(output_len, k_max):
+    args = live_sweep.parse_args(["--output-len", str(output_len), "--k-max", str(k_max)])
+    for c in (1, 16):
+        for policy in ("bandit", "bandit+prior", "ucb"):
+            n = live_sweep.warmup_requests(policy, c, args)
+            # Even at K_max + 1 tokens a step, every request's output takes this many steps.
+            assert n % c == 0 and (n // c) * output_len / (k_max + 1) >= args.warmup_steps == 200
+        for policy in ("nospec", "fixed:2", "pinned:3", "table:[[1,4,3],[5,256,0]]"):
+            assert live_sweep.warmup_requests(policy, c, args) == c
