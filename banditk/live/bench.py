@@ -29,8 +29,7 @@ _WARM_THEN_MEASURE = (
     "from banditk.live.bench import measured_requests\n"
     "with open(spec['warmup_result']) as f:\n"
     "    warm_s = float(json.load(f)['duration'])\n"
-    "n = measured_requests(warm_s, spec['warmup_requests'], spec['concurrency'], spec['min_requests'],\n"
-    "                      spec['min_seconds'])\n"
+    "n = measured_requests(warm_s, spec['warmup_requests'], spec['min_requests'], spec['min_seconds'])\n"
     "argv = spec['measure']\n"
     "argv[argv.index('--num-prompts') + 1] = str(n)\n"
     "t0 = time.time()\n"
@@ -40,13 +39,11 @@ _WARM_THEN_MEASURE = (
 )
 
 
-def measured_requests(
-    warm_s: float, warm_requests: int, concurrency: int, min_requests: int, min_seconds: float
-) -> int:
+def measured_requests(warm_s: float, warm_requests: int, min_requests: int, min_seconds: float) -> int:
     """Requests to measure: at least ``min_requests``, and enough for ``min_seconds`` at the
-    warm-up's pace (``warm_requests`` requests in ``warm_s`` seconds at ``concurrency``).
+    warm-up's pace (``warm_requests`` requests in ``warm_s`` seconds, at the same concurrency).
 
-    >>> measured_requests(10.0, 52, 4, 32, 60.0), measured_requests(10.0, 4, 4, 32, 60.0)
+    >>> measured_requests(10.0, 52, 32, 60.0), measured_requests(10.0, 4, 32, 60.0)
     (312, 32)
     """
     per_request_s = max(warm_s, 1e-3) / max(warm_requests, 1)
@@ -119,8 +116,8 @@ def run_warm_then_measure(
     timeout_s: float = 3600,
 ) -> tuple[dict, dict]:
     """The warm-up (``warm``: one or more batches of its concurrency), then ``measure`` with at
-    least ``min_requests`` requests or ``min_seconds`` of load (sized from the warm-up's duration
-    per batch), in one client process.
+    least ``min_requests`` requests or ``min_seconds`` of load (sized from the warm-up's pace per
+    request), in one client process.
 
     Returns the measured run's result JSON, and ``{"t0", "t1", "num_prompts"}`` (wall clock of
     the measured run, for matching the governor's telemetry).
@@ -133,7 +130,6 @@ def run_warm_then_measure(
         "warmup_result": str(warm_path),
         "warmup_requests": warm.num_prompts,
         "measure": _client_args(base_url, model, measure, result_path),
-        "concurrency": measure.concurrency,
         "min_requests": min_requests,
         "min_seconds": min_seconds,
         "times": str(times_path),
