@@ -72,6 +72,13 @@ class GovernorConfig:
     """A K whose cell in the bucket has fewer observations than this is explored when the
     Thompson draw picks it: played for this many steps, so one visit measures it."""
 
+    revisit_spacing: int = 500
+    """Steps a bucket plays after an exploration before it may revisit a K it has already
+    measured (``explore_steps`` observations or more). A noisy clock keeps near-tied Ks
+    plausible for long, and each revisit is two K changes; spaced by the discount's memory,
+    revisits add at most two per this many steps (docs/decisions.md). First looks at a K are
+    not spaced."""
+
     bucket_dwell: int = 4
     """Steps B must stay in another bucket before the governor moves there: a one-step
     dip in B (a request finishing while its successor prefills) keeps the bucket."""
@@ -150,6 +157,7 @@ class GovernorConfig:
             )
         _float(self.switch_confidence, "switch_confidence", 0.0, 1.0)
         _int(self.explore_steps, "explore_steps", 1, 1_000_000)
+        _int(self.revisit_spacing, "revisit_spacing", 1, 1_000_000)
         _int(self.bucket_dwell, "bucket_dwell", 1, 10_000)
         _float(self.bucket_hysteresis, "bucket_hysteresis", 0.0, 1.0)
         _float(self.settle_confidence, "settle_confidence", 0.0, 1.0)

@@ -3,7 +3,8 @@
 Each step: find the bucket B is in (hysteresis, dwell); inside a decision epoch keep K;
 else draw E(K) and step times from the posterior, score every K, the bucket's current K
 raised by the switching penalty, and leave that K only to explore a K the bucket barely
-knows or when the draws are confident (:mod:`.switching`). A step next to a prompt chunk gets its own K
+knows (a revisit at most once per ``revisit_spacing`` steps of the bucket) or when the
+draws are confident (:mod:`.switching`). A step next to a prompt chunk gets its own K
 (:meth:`BanditGovernor._select_chunk_step`). The posterior is :mod:`.posterior`; the rules
 are this package's other modules.
 """
@@ -72,6 +73,8 @@ class BanditGovernor:
         self.k_counts = np.zeros(config.k_max + 1, dtype=np.int64)
         self.bucket_k = np.full(config.num_buckets, -1, dtype=np.int64)
         self.bucket_epoch = np.full(config.num_buckets, config.decision_interval, dtype=np.int64)
+        # Steps each bucket played since it last explored, up to revisit_spacing.
+        self.bucket_since_explore = np.full(config.num_buckets, config.revisit_spacing, dtype=np.int64)
         # Next to a prompt chunk: an exploration in progress (steps left, K).
         self.chunk_hold, self.chunk_explore_k = 0, 0
         # K outside config.k_set score -inf, so no decision, exploration or draw plays them.
@@ -109,6 +112,7 @@ class BanditGovernor:
         if batch == 0:  # nothing decodes: K is moot; keep it and learn nothing
             return Decision(k=max(self.prev_k, 0), bucket=-1, num_decoding=0, step_id=self.steps)
         bucket = self._consulted_cell(batch, context.context_tokens)
+        self.bucket_since_explore[bucket] = min(self.bucket_since_explore[bucket] + 1, cfg.revisit_spacing)
         kv_pressed = context.kv_usage > cfg.kv_pressure_threshold and cfg.kv_pressure_weight > 0
         if context.prefill_tokens and self.prev_k >= 0 and not self.posterior.scale_pending:
             return self._select_chunk_step(context, bucket, kv_pressed)
@@ -126,13 +130,17 @@ class BanditGovernor:
         post = self.posterior
         # Observations in steps of this clock's current worth, so explore_steps counts steps.
         steps_held = (post.data.cell_n[bucket] + post.prior_stats.cell_n[bucket]) / post.step_weight()
-        k, explore = switching.choose(scores, incumbent, steps_held, cfg.explore_steps, cfg.switch_confidence)
+        may_revisit = self.bucket_since_explore[bucket] >= cfg.revisit_spacing
+        k, explore = switching.choose(
+            scores, incumbent, steps_held, cfg.explore_steps, cfg.switch_confidence, may_revisit
+        )
         if self.prev_k >= 0 and k != self.prev_k:
             self.switches += 1
         if incumbent >= 0 and k != incumbent:
             self.oscillations += 1
         if explore:
             epoch = max(int(np.ceil(explore)), cfg.decision_interval)
+            self.bucket_since_explore[bucket] = 0
         else:
             kept = k == incumbent and not kv_pressed
             best_share = float(np.mean(np.argmax(scores, axis=-1) == k))

@@ -142,7 +142,9 @@ class GoodputPosterior:
         cfg, data = self.config, self.data
         if t >= MIN_OBSERVED_STEP_S and not (prefill and self.prefill_price <= 0.0):
             n = float(data.cell_n[bucket, k] + self.prior_stats.cell_n[bucket, k])
-            expected = self.post_m[bucket, k] * self.batch_ratio(batch, bucket, k) + self.prefill_price * prefill
+            expected = None
+            if not self.scale_pending:
+                expected = self.post_m[bucket, k] * self.batch_ratio(batch, bucket, k) + self.prefill_price * prefill
             # Stalls are capped on decode-only steps, whose cell's mean is what they are judged
             # by; next to a chunk the expectation leans on the chunk's price, too loose for a cap.
             clip = cfg.outlier_factor if prefill else min(cfg.stall_clip, cfg.outlier_factor)

@@ -184,6 +184,10 @@ SCHEMA: dict[str, tuple[Callable, Callable[[GovernorConfig], object] | None]] = 
         _numbers(_buckets, 1.0, 1e6, integral=True),
         lambda c: np.full(c.num_buckets, c.decision_interval, dtype=np.int64),
     ),
+    "bucket_since_explore": (
+        _numbers(_buckets, 0.0, 1e6, integral=True),
+        lambda c: np.full(c.num_buckets, c.revisit_spacing, dtype=np.int64),
+    ),
     "chunk_hold": (_integer(0, 1_000_000), lambda c: 0),
     "chunk_explore_k": (_integer(0, lambda c: c.k_max), lambda c: 0),
     "candidate_bucket": (_integer(-1, lambda c: c.num_buckets - 1), None),
@@ -249,6 +253,7 @@ def dump(gov) -> dict:
         "epoch": gov._epoch,
         "bucket_k": gov.bucket_k.tolist(),
         "bucket_epoch": gov.bucket_epoch.tolist(),
+        "bucket_since_explore": gov.bucket_since_explore.tolist(),
         "chunk_hold": gov.chunk_hold,
         "chunk_explore_k": gov.chunk_explore_k,
         "candidate_bucket": gov._candidate_bucket,
@@ -273,6 +278,7 @@ def restore(gov, raw: object) -> None:
     gov.steps, gov.observations, gov.switches = s["steps"], s["observations"], s["switches"]
     gov.oscillations = s["oscillations"]
     gov.bucket_k, gov.bucket_epoch = s["bucket_k"], s["bucket_epoch"]
+    gov.bucket_since_explore = s["bucket_since_explore"]
     gov.chunk_hold, gov.chunk_explore_k = s["chunk_hold"], s["chunk_explore_k"]
     gov.mixed_steps, gov.k_counts = s["mixed_steps"], s["k_counts"]
     gov.forget_blocked_k()

@@ -61,3 +61,44 @@ def test_without_the_confidence_gate_the_same_clock_flips_k():
     ks = noisy_run(0, switch_confidence=0.0)
     late = ks[FIND_WITHIN:]
     assert switch_counts(late, np.zeros(late.size), np.zeros(late.size))["oscillations_per_1000"] > 5.0
+
+
+#: Two Ks within 0.5% (K=1, K=2) and a worse K=0: the near tie stays plausible for long.
+TIED = SyntheticTruth(acceptance=(0.5, 0.05), weights=(0.02, 0.0, 0.00034, 0.0), noise_cv=0.0)
+
+
+def revisit_steps(monkeypatch, seed: int, **config) -> list[int]:
+    """Steps at which a run on the tied truth and the noisy clock starts a revisit (an
+    exploration of a K already measured)."""
+    from banditk.governor import switching
+
+    starts, choose, now = [], switching.choose, [0]
+
+    def spy(scores, incumbent, cell_n, explore_steps, confidence, may_revisit=True):
+        k, hold = choose(scores, incumbent, cell_n, explore_steps, confidence, may_revisit)
+        if hold and cell_n[k] >= explore_steps:
+            starts.append(now[0])
+        return k, hold
+
+    monkeypatch.setattr(switching, "choose", spy)
+    rng = np.random.default_rng(seed)
+    gov = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=2, seed=seed, **config))
+    log_clock = 0.0
+    for now[0] in range(STEPS):
+        d = gov.select(StepContext(num_decoding=B, k_max=2, drafter_class="mtp"))
+        o = TIED.outcome(rng, d, B)
+        log_clock = 0.5 * log_clock + np.sqrt(0.75) * rng.normal(0.0, 0.1)
+        gov.observe(d, StepOutcome(o.drafted, o.accepted, o.step_duration_s * np.exp(log_clock)))
+    return starts
+
+
+def test_revisits_are_spaced_by_revisit_spacing(monkeypatch):
+    # Unspaced, the doubling revisits of the near-tied Ks come closer than revisit_spacing
+    # on this clock; spaced, never (a bucket's steps; here one bucket).
+    spacing = GovernorConfig(drafter_class="mtp", k_max=2).revisit_spacing
+    gaps_spaced, gaps_free = [], []
+    for seed in range(4):
+        gaps_spaced += np.diff(revisit_steps(monkeypatch, seed)).tolist()
+        gaps_free += np.diff(revisit_steps(monkeypatch, seed, revisit_spacing=1)).tolist()
+    assert gaps_spaced and min(gaps_spaced) >= spacing, gaps_spaced
+    assert gaps_free and min(gaps_free) < spacing, gaps_free

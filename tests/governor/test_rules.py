@@ -84,7 +84,12 @@ def test_outliers_are_skipped_and_stalls_capped_until_they_become_the_rule():
         credits.append(credit)
     assert credits == [None] * outliers.OUTLIER_RUN + [1.0, 1.0]
     assert outliers.judge(0.012, 0.01, 10.0, 10.0, 1.5, run) == (0.012, 0)  # a normal step ends the run
-    assert outliers.judge(1.0, 0.01, 2.0, 10.0, 1.5, 4) == (1.0, 4)  # a cell too thin to judge
+    # A thin cell expects the latency model's guess: a clock jump past it is dropped, a stall
+    # is credited as it is (and is slow: the run goes on); with no scale yet there is nothing
+    # to judge by.
+    assert outliers.judge(1.0, 0.01, 2.0, 10.0, 1.5, 4) == (None, 5)
+    assert outliers.judge(0.05, 0.01, 2.0, 10.0, 1.5, 4) == (0.05, 5)
+    assert outliers.judge(1.0, None, 10.0, 10.0, 1.5, 4) == (1.0, 4)
     # A stall below the outlier factor is credited at the cap, and counts toward the run.
     credit, run = outliers.judge(0.05, 0.01, 10.0, 10.0, 1.5, 0)
     assert credit == pytest.approx(0.015) and run == 1
