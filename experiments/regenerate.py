@@ -169,6 +169,11 @@ def sim_steps() -> list[Step]:
         Step("noisy-clock", "experiments/noisy_clock.py", ("--out", "results/noisy-clock"),
              ("--quick", "--out", "{q}/noisy-clock"), "results/noisy-clock",
              note="the live-clock-cpu scenario's noisy step clock, at the live sweep's points"),
+        Step("noisy-clock-unspaced", "experiments/noisy_clock.py",
+             ("--governor-config", '{{"revisit_spacing": 1}}', "--out", "results/noisy-clock-unspaced"),
+             ("--quick", "--governor-config", '{{"revisit_spacing": 1}}', "--out", "{q}/noisy-clock-unspaced"),
+             "results/noisy-clock-unspaced", minutes=2,
+             note="the same without spacing revisits: the contrast that shows what the spacing does"),
     ]  # fmt: skip
     # None of them starts vLLM or reads a vLLM run: their scripts' imports are their sources.
     return [dataclasses.replace(s, scope=(s.script,)) for s in steps]

@@ -191,12 +191,21 @@ def find_shipped_prior(scn: Scenario, root: str | Path | None = None) -> Path | 
     return None
 
 
-def build_policy(spec: str, scn: Scenario, *, seed: int = 0, prior_path: str | Path | None = None) -> SimPolicy:
+def build_policy(
+    spec: str,
+    scn: Scenario,
+    *,
+    seed: int = 0,
+    prior_path: str | Path | None = None,
+    governor_config: dict | None = None,
+) -> SimPolicy:
     """Build the policy named ``spec`` for scenario ``scn``.
 
     ``table`` alone uses the scenario's table. ``bandit+prior`` needs
     ``prior_path`` (or a shipped prior found by :func:`find_shipped_prior`). A suffix
     ``@FULL`` / ``@PIECEWISE`` forces a per-step policy's graph mode (module doc).
+    ``governor_config`` sets a bandit policy's :class:`~banditk.core.config.GovernorConfig`
+    fields, as the plugin's ``governor_config`` key does.
 
     >>> from banditk.sim.scenario import parse_scenario
     >>> s = parse_scenario({"hardware": "gb10", "model": "qwen3.5-122b-a10b-int4",
@@ -213,7 +222,7 @@ def build_policy(spec: str, scn: Scenario, *, seed: int = 0, prior_path: str | P
     spec, forced = split_mode(spec)
     if forced is not None and not spec:
         raise ConfigError(f"`--policy`={full_spec!r} names no policy before the mode suffix.")
-    built = _build(spec, scn, seed=seed, prior_path=prior_path)
+    built = _build(spec, scn, seed=seed, prior_path=prior_path, governor_config=governor_config)
     static = not built.dynamic
     if forced is not None and static:
         raise ConfigError(
@@ -232,7 +241,9 @@ def build_policy(spec: str, scn: Scenario, *, seed: int = 0, prior_path: str | P
     return built
 
 
-def _build(spec: str, scn: Scenario, *, seed: int, prior_path: str | Path | None) -> SimPolicy:
+def _build(
+    spec: str, scn: Scenario, *, seed: int, prior_path: str | Path | None, governor_config: dict | None
+) -> SimPolicy:
     """:func:`build_policy` without the server mode."""
     from banditk.policies import make_policy  # the core's factory
 
@@ -268,6 +279,8 @@ def _build(spec: str, scn: Scenario, *, seed: int, prior_path: str | Path | None
         from banditk.core.buckets import DEFAULT_CONTEXT_EDGES
 
         config = {"context_edges": DEFAULT_CONTEXT_EDGES}
+    if governor_config and spec in ("bandit", "bandit+prior", "bandit+context"):
+        config = {**(config or {}), **governor_config}
     base = "bandit" if spec in ("bandit+prior", "bandit+context") else spec
     pol = make_policy(base, k_max=k_max, drafter_class=cls, seed=seed, prior=prior, config=config)
     if spec != base:

@@ -48,6 +48,7 @@ def run_policy(
     steps: int | None = None,
     warmup: int | None = None,
     prior_path: str | Path | None = None,
+    governor_config: dict | None = None,
     keep_trace: bool = False,
     progress=None,
 ) -> RunResult:
@@ -60,13 +61,14 @@ def run_policy(
         steps: overrides the scenario's step count.
         warmup: steps excluded from throughput/latency/switch metrics (default: scenario's).
         prior_path: prior file for ``bandit`` / ``bandit+prior``.
+        governor_config: GovernorConfig fields for a bandit policy.
         keep_trace: also return the per-step trace and finished requests.
         progress: ``(done, total)`` callback.
     """
     seed = scn.seed if seed is None else seed
     steps = scn.steps if steps is None else steps
     warmup = scn.warmup_steps if warmup is None else warmup
-    built = build_policy(spec, scn, seed=seed, prior_path=prior_path)
+    built = build_policy(spec, scn, seed=seed, prior_path=prior_path, governor_config=governor_config)
     sim = Simulator(
         scn,
         built.policy,
