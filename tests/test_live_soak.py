@@ -230,9 +230,13 @@ def check_short_soak(out: Path) -> None:
     assert probes["rounds"] >= 3 and probes["failed"] == 0
     assert s["probes_identical"] == s["probes_total"] > 0, probes["mismatches"]
     assert probes["all_identical"]
-    # The governor ran without a fault or a fallback, and its snapshots stayed loadable.
+    # The governor ran without a fault or a fallback, and its snapshots stayed loadable. A `slow`
+    # fault is one step's wall time over slow_call_ms, which an oversubscribed CI machine can cause
+    # on its own: it is tolerated as long as the breaker never opened (no fallback step). The
+    # governor's speed is measured in experiments/bench_overhead.py, not here.
     assert faults["telemetry_steps"] > 100
-    assert s["fallbacks"] == 0 and s["faults"] == 0, faults
+    assert s["fallbacks"] == 0, faults
+    assert {kind: n for kind, n in s["faults_by_kind"].items() if kind != "slow" and n} == {}, faults
     assert faults["server_log_tracebacks"] == 0, faults["server_log_examples"]  # while serving
     assert faults["server_log_banditk_error_lines_at_shutdown"] == 0
     assert snaps["writes_seen"] >= 20 and snaps["load_failures"] == 0, snaps
