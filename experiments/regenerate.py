@@ -213,6 +213,11 @@ def live_steps() -> list[Step]:
              ("--quick", "--fresh", "--out", "{q}/live-c1-recheck", "--concurrency", "1", "--policies", C1_POLICIES),
              "results/live-c1-recheck", needs=("vllm",), minutes=10,
              note="C=1 alone, the plugin pinned to K=3 next to vLLM's K=3: is the sweep's C=1 gap plumbing or choice"),
+        Step("live-recheck", "experiments/live_sweep.py",
+             ("--fresh", "--out", "results/live-recheck", "--concurrency", "2,16", "--policies", RECHECK_POLICIES),
+             ("--quick", "--fresh", "--out", "{q}/live-recheck", "--concurrency", "2", "--policies", RECHECK_POLICIES),
+             "results/live-recheck", needs=("vllm",), minutes=25,
+             note="the sweep's failing points (C=2, 16) again, a second sample of the machine's noise (issue 18)"),
         Step("live-per-request", "experiments/live_per_request.py", ("--fresh",),
              ("--quick", "--fresh", "--out", "{q}/live-per-request"), "results/live-per-request",
              needs=("vllm",), minutes=25,
@@ -223,6 +228,7 @@ def live_steps() -> list[Step]:
 
 #: The C=1 recheck's policies: vLLM's static K=3 and K=2, its table, the plugin pinned to K=3, the bandit.
 C1_POLICIES = "fixed:3,pinned:3,table:[[1,4,3],[5,256,0]],fixed:2,bandit"
+RECHECK_POLICIES = "nospec,fixed:1,fixed:2,table:[[1,4,3],[5,256,0]],bandit,bandit+prior"
 
 #: The live context points: the same concurrency, policies and output length for short and long prompts.
 CONTEXT_POINT = (
