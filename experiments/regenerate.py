@@ -228,6 +228,7 @@ def live_steps() -> list[Step]:
 
 #: The C=1 recheck's policies: vLLM's static K=3 and K=2, its table, the plugin pinned to K=3, the bandit.
 C1_POLICIES = "fixed:3,pinned:3,table:[[1,4,3],[5,256,0]],fixed:2,bandit"
+#: The recheck's policies: those the sweep's failing checks at C=2 and 16 compare.
 RECHECK_POLICIES = "nospec,fixed:1,fixed:2,table:[[1,4,3],[5,256,0]],bandit,bandit+prior"
 
 #: The live context points: the same concurrency, policies and output length for short and long prompts.
