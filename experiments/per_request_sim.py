@@ -195,6 +195,8 @@ def plot(report: dict, out: Path) -> None:
         bottom.set(xscale="log", xlabel="concurrency", ylabel="drafts verified / drafted" if j == 0 else None)
         bottom.set_ylim(0, 1.05)
         for ax in (top, bottom):
+            ax.set_xticks(cs, [str(c) for c in cs])
+            ax.minorticks_off()
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.suptitle("Per-request verification on mixed requests (simulated)", fontsize=10)
