@@ -151,7 +151,7 @@ def _mode(
     k_max = scn.k_max
     if base == AV_SPEC:
         mode = FULL if hw.cuda_graphs else NO_GRAPHS
-        return mode, int(mode == FULL), f"MRv2 {mode} varlen" if hw.cuda_graphs else mode
+        return mode, int(mode == FULL), f"MRv2 {mode} varlen" if hw.cuda_graphs else f"static {mode}"
     if static:
         mode = FULL if hw.cuda_graphs else NO_GRAPHS
         return mode, int(mode == FULL), ("nospec " if nospec else "static ") + mode
