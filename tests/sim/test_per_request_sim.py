@@ -229,3 +229,41 @@ def test_the_per_request_governor_verifies_the_accepting_population_more(mix_dic
     assert summ["verified_share"] < 1.0
     assert by["code"] > by["chat"] + 0.1, by
     assert math.isclose(run_policy(s, "bandit", steps=200, warmup=50).summary["verified_share"], 1.0)
+
+
+# ---- the experiment's checks -------------------------------------------------------------------
+
+
+def _per_request_sim():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "per_request_sim.py"
+    spec = importlib.util.spec_from_file_location("experiments_per_request_sim", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_half_and_half_mix_must_gain_from_c16_and_every_point_must_not_lose():
+    exp = _per_request_sim()
+    half = exp.HALF_AND_HALF
+    # Below C=16 only the no-loss bar applies, on every scenario.
+    assert [c["status"] for c in exp.point_checks(half, 4, 1.0)] == ["pass"]
+    assert [c["status"] for c in exp.point_checks(half, 4, 0.985)] == ["fail"]
+    # From C=16 on, the half-and-half mix must also gain 5%: 1.03x passes one bar and fails the other.
+    assert [c["status"] for c in exp.point_checks(half, 16, 1.03)] == ["pass", "fail"]
+    assert [c["status"] for c in exp.point_checks(half, 64, 1.06)] == ["pass", "pass"]
+    # Another scenario at high concurrency is held to no loss only.
+    assert [c["status"] for c in exp.point_checks("mtp-qwen3.6-h200", 64, 0.995)] == ["pass"]
+
+
+def test_the_homogeneous_set_is_the_shipped_fixed_concurrency_scenarios():
+    exp = _per_request_sim()
+    homog = exp.homogeneous_scenarios()
+    assert "mtp-qwen3.6-h200" in homog and "49548" in homog
+    # Phased (drift) and open-loop (arrival rate) scenarios have no one concurrency to hold.
+    assert "drift" not in homog and "open-loop-gb10" not in homog
+    assert exp.HALF_AND_HALF in exp.scenarios()
