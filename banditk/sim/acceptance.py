@@ -4,7 +4,10 @@ Each request draws its own per-position conditional acceptance
 ``alpha_i ~ Beta(mu_i * d, (1 - mu_i) * d)`` around the scenario's ``mu_i``,
 where ``d`` is ``request_dispersion`` (larger d, less spread; ``inf`` gives
 every request exactly ``mu``). A request drafting K tokens accepts the longest
-prefix of positions whose independent Bernoulli(alpha_i) trials succeed.
+prefix of positions whose independent Bernoulli(alpha_i) trials succeed. A scenario with
+several populations first draws each request's population by weight
+(:func:`draw_mixture_acceptance`). A request whose verification was cut to its first t drafts
+(:func:`sample_accepted` with ``allotted``) accepts the longest prefix among those t.
 """
 
 from __future__ import annotations
@@ -30,6 +33,36 @@ def draw_request_acceptance(mu: np.ndarray, dispersion: float, n: int, rng: np.r
     return rng.beta(m * dispersion, (1.0 - m) * dispersion, size=(n, mu.size))
 
 
+def draw_mixture_acceptance(
+    weights: np.ndarray, mus: np.ndarray, dispersions: np.ndarray, n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-request acceptance from a mixture of populations, and each request's population.
+
+    Args:
+        weights: each population's share, shape (P,), summing to 1.
+        mus: each population's per-position acceptance, shape (P, k_max).
+        dispersions: each population's Beta concentration, shape (P,).
+
+    One population draws exactly as :func:`draw_request_acceptance` (no draw of the population),
+    so a scenario without populations replays as before they existed.
+
+    >>> a, which = draw_mixture_acceptance(np.array([0.5, 0.5]), np.array([[0.9], [0.2]]),
+    ...     np.array([math.inf, math.inf]), 4, np.random.default_rng(0))
+    >>> sorted(set(a[:, 0].tolist())), which.tolist() == [0 if x == 0.9 else 1 for x in a[:, 0]]
+    ([0.2, 0.9], True)
+    """
+    mus = np.atleast_2d(np.asarray(mus, dtype=float))
+    p = mus.shape[0]
+    if p == 1:
+        return draw_request_acceptance(mus[0], float(dispersions[0]), n, rng), np.zeros(n, dtype=np.int64)
+    which = rng.choice(p, size=n, p=np.asarray(weights, dtype=float))
+    out = np.zeros((n, mus.shape[1]))
+    for j in range(p):
+        sel = np.flatnonzero(which == j)
+        out[sel] = draw_request_acceptance(mus[j], float(dispersions[j]), sel.size, rng)
+    return out, which.astype(np.int64)
+
+
 def expected_tokens(alpha: np.ndarray) -> np.ndarray:
     """Expected tokens emitted per step at K = 0..k_max, per request: 1 + sum_j prod_{i<=j} alpha_i.
 
@@ -42,14 +75,24 @@ def expected_tokens(alpha: np.ndarray) -> np.ndarray:
     return out
 
 
-def sample_accepted(alpha: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+def sample_accepted(
+    alpha: np.ndarray, k: int, rng: np.random.Generator, allotted: np.ndarray | None = None
+) -> np.ndarray:
     """Accepted drafts per request when each drafts ``k`` tokens (int64 array).
+
+    ``allotted`` (per request, each 0..k): only the first ``allotted`` drafts are verified. The
+    random draws are the same with or without it, so verifying every draft replays a run
+    without cuts exactly.
 
     >>> sample_accepted(np.array([[1.0, 0.0], [1.0, 1.0]]), 2, np.random.default_rng(0)).tolist()
     [1, 2]
+    >>> sample_accepted(np.array([[1.0, 1.0], [1.0, 1.0]]), 2, np.random.default_rng(0), np.array([0, 1])).tolist()
+    [0, 1]
     """
     n = alpha.shape[0]
     if k <= 0 or n == 0:
         return np.zeros(n, dtype=np.int64)
     ok = rng.random((n, k)) < alpha[:, :k]
+    if allotted is not None:
+        ok &= np.arange(k) < np.asarray(allotted)[:, None]
     return np.cumprod(ok, axis=1).sum(axis=1).astype(np.int64)

@@ -10,9 +10,11 @@ One call of :meth:`Simulator.step` is one vLLM scheduler step:
    request reserves ``1 + K_max`` slots (``1 + K`` for a static K, as vLLM reserves
    lookahead for ``num_speculative_tokens``), and the newest requests are
    preempted (recompute) while the cache overflows;
-4. the step takes its roofline time (:mod:`banditk.sim.step_time`, in the server's graph
+4. a policy that verifies per request (``allot``: the per-request governor, vLLM's adaptive
+   verification) chooses how many of each request's K drafts are verified (:meth:`_allot`);
+5. the step takes its roofline time (:mod:`banditk.sim.step_time`, in the server's graph
    mode: FULL, PIECEWISE or NONE, see :mod:`banditk.sim.policies`) times log-normal noise; drafts are verified in the same step; the policy observes
-   the per-request drafted/accepted counts and the noisy duration.
+   the per-request verified/accepted counts and the noisy duration.
 
 Each step the oracle scores every K from the true per-request acceptance and
 the noise-free step time, for regret (:mod:`banditk.sim.oracle`).
@@ -23,16 +25,24 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
 from banditk.core.server_mode import FULL, GRAPH_MODES, NO_GRAPHS
 from banditk.core.types import StepContext, StepOutcome
 from banditk.policies.base import Policy
-from banditk.sim.acceptance import draw_request_acceptance, expected_tokens, sample_accepted
+from banditk.sim.acceptance import draw_mixture_acceptance, expected_tokens, sample_accepted
 from banditk.sim.hardware import get_hardware
 from banditk.sim.models import get_model
-from banditk.sim.scenario import Scenario, ScenarioError, draw_prompt_tokens, prompt_bounds, prompt_mean
+from banditk.sim.scenario import (
+    Population,
+    Scenario,
+    ScenarioError,
+    draw_prompt_tokens,
+    prompt_bounds,
+    prompt_mean,
+)
 from banditk.sim.step_time import StepCostModel
 from banditk.switch_counts import protocol_bucket
 
@@ -44,6 +54,33 @@ ORACLE_RATE_WEIGHT = 1.0 / 200.0
 
 class SimulationError(RuntimeError):
     """A policy or the simulator produced an impossible step."""
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What a peer that models a GPU-side mechanism sees of one step (``needs_step_view``).
+
+    Attributes:
+        alpha: the decoding requests' true per-position acceptance, shape (B, k_max); a peer
+            turns it into the drafter's confidence, never reads it as knowledge.
+        times: expected step seconds for a number of verified drafts (array in, array out):
+            the cost profile a server times at start-up, here without its error.
+        batch: decoding requests B.
+    """
+
+    alpha: np.ndarray
+    times: object
+    batch: int
+
+
+def _population_arrays(pops: list[Population]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Names, weights, acceptance rows and dispersions of a list of populations."""
+    return (
+        [p.name for p in pops],
+        np.array([p.weight for p in pops], dtype=float),
+        np.array([p.acceptance for p in pops], dtype=float),
+        np.array([p.request_dispersion for p in pops], dtype=float),
+    )
 
 
 @dataclass
@@ -62,6 +99,7 @@ class Trace:
     preemptions: np.ndarray
     bucket: np.ndarray  # the bucket the decision consulted (protocol buckets for bucketless policies)
     prefill: np.ndarray  # prompt tokens computed in the step
+    verified: np.ndarray  # drafts verified over the batch (B K unless a policy cut them)
 
     @classmethod
     def empty(cls, n: int) -> Trace:
@@ -78,6 +116,7 @@ class Trace:
             f(float),
             f(np.int32),
             f(np.int16),
+            f(np.int32),
             f(np.int32),
         )
         t.k[:] = -1
@@ -218,8 +257,10 @@ class Simulator:
         self.cost = StepCostModel(hw, m, scenario.drafter_class, scenario.k_max, graph_mode=graph_mode)
         self.dynamic = bool(dynamic)
         self.wl = dict(scenario.workload)
-        self.mu = np.array(scenario.acceptance, dtype=float)
-        self.disp = scenario.request_dispersion
+        pops = scenario.populations or [Population("all", 1.0, list(scenario.acceptance), scenario.request_dispersion)]
+        self.pop_names, self.pop_weight, self.pop_mu, self.pop_disp = _population_arrays(pops)
+        #: Per population name, [drafts proposed, drafts verified] where a policy allotted them.
+        self.verified_by_population: dict[str, list[int]] = {}
         self.kv_cap = self.wl.get("kv_capacity_tokens") or default_kv_capacity(scenario)
         self._check_capacity()
         #: KV tokens the graph ladders took, and whether the capacity was clipped at the floor.
@@ -242,6 +283,7 @@ class Simulator:
         self.arrival = np.zeros(s)
         self.first = np.full(s, np.nan)
         self.order = np.zeros(s, dtype=np.int64)
+        self.population = np.zeros(s, dtype=np.int64)  # each request's population (index)
         self.alpha = np.zeros((s, self.k_max))
         self.ecum = np.zeros((s, self.k_max + 1))
         self.pending: deque[float] = deque()
@@ -252,6 +294,8 @@ class Simulator:
         self._phase_i = 0
         self.done = Requests()
         self._is_oracle = bool(getattr(policy, "needs_oracle", False))
+        self._sees_step = bool(getattr(policy, "needs_step_view", False))
+        self._allots = callable(getattr(policy, "allot", None))
         self._rate: float | None = None
 
     # -- workload ---------------------------------------------------------
@@ -313,11 +357,15 @@ class Simulator:
         while self._phase_i < len(self.scn.phases) and self.scn.phases[self._phase_i].at_step <= self.step_idx:
             ph = self.scn.phases[self._phase_i]
             self._phase_i += 1
-            if ph.acceptance is not None or ph.request_dispersion is not None:
+            if ph.acceptance is not None or ph.request_dispersion is not None or ph.populations:
+                if ph.populations:
+                    self.pop_names, self.pop_weight, self.pop_mu, self.pop_disp = _population_arrays(ph.populations)
+                # The parser allows acceptance and dispersion only on a one-population scenario.
                 if ph.acceptance is not None:
-                    self.mu = np.array(ph.acceptance, dtype=float)
+                    self.pop_mu = np.array([ph.acceptance], dtype=float)
+                    self.pop_names = ["all"]
                 if ph.request_dispersion is not None:
-                    self.disp = ph.request_dispersion
+                    self.pop_disp = np.array([ph.request_dispersion], dtype=float)
                 live = np.flatnonzero(self.state != EMPTY)
                 self._draw_alpha(live)
             if ph.workload:
@@ -332,7 +380,8 @@ class Simulator:
 
     def _draw_alpha(self, idx: np.ndarray) -> None:
         if idx.size:
-            a = draw_request_acceptance(self.mu, self.disp, idx.size, self.rng)
+            a, which = draw_mixture_acceptance(self.pop_weight, self.pop_mu, self.pop_disp, idx.size, self.rng)
+            self.population[idx] = which
             self.alpha[idx] = a
             self.ecum[idx] = expected_tokens(a)
 
@@ -468,6 +517,7 @@ class Simulator:
         # Decide K.
         decision = None
         k = 0
+        allotted = None  # drafts verified per decoding request, where the policy cuts them
         if n_dec:
             ctx_len = self.prompt[dec] + self.gen[dec]
             kv_bytes = self.cost.kv_read_bytes(ctx_len, n_dec)
@@ -511,7 +561,12 @@ class Simulator:
                 times = self.cost.times(n_dec, n_sched, int(chunks.sum()), kv_bytes, spec=True)
                 tok_k = self.ecum[dec].sum(axis=0)
                 k_star, score, lam = self._oracle(tok_k, times, bool(chunks.size))
-            if self.spec:
+            if self.spec and k > 0 and self._allots:
+                verify_times = partial(self.cost.verified_times, n_dec, n_sched, int(chunks.sum()), kv_bytes, k)
+                allotted = self._allot(dec, k, verify_times)
+                t_exp = float(verify_times(np.array([allotted.sum()]))[0])
+                exp_tok = float(self.ecum[dec, allotted].sum())
+            elif self.spec:
                 t_exp = float(times[k])
                 exp_tok = float(tok_k[k])
             else:
@@ -530,7 +585,7 @@ class Simulator:
         emitted_total = 0
         acc = np.zeros(n_dec, dtype=np.int64)
         if n_dec:
-            acc = sample_accepted(self.alpha[dec], k, self.rng)
+            acc = sample_accepted(self.alpha[dec], k, self.rng, allotted)
             emitted = np.minimum(1 + acc, self.out_len[dec] - self.gen[dec])
             self.gen[dec] += emitted
             emitted_total += int(emitted.sum())
@@ -554,10 +609,15 @@ class Simulator:
             st[finished] = EMPTY
         self.now = end
         if decision is not None:
-            drafted = np.full(n_dec, k, dtype=np.int64)
+            if allotted is None:
+                drafted, accepted = np.full(n_dec, k, dtype=np.int64), acc
+            else:
+                drafted, accepted = self._report_verified(dec, allotted, acc)
             self.policy.observe(
                 decision,
-                StepOutcome(drafted=drafted, accepted=acc, step_duration_s=t_obs, prefill_tokens=int(chunks.sum())),
+                StepOutcome(
+                    drafted=drafted, accepted=accepted, step_duration_s=t_obs, prefill_tokens=int(chunks.sum())
+                ),
             )
         if trace is not None:
             i = self.step_idx
@@ -572,9 +632,47 @@ class Simulator:
             trace.kv_usage[i] = min(1.0, used / self.kv_cap)
             trace.preemptions[i] = preempted
             trace.prefill[i] = int(chunks.sum())
+            trace.verified[i] = int(allotted.sum()) if allotted is not None else n_dec * k
             if decision is not None:
                 trace.bucket[i] = decision.bucket if decision.bucket >= 0 else protocol_bucket(n_dec)
         self.step_idx += 1
+
+    def _allot(self, dec: np.ndarray, k: int, times) -> np.ndarray:
+        """Drafts verified per decoding request (each 0..K), as the policy allots them.
+
+        As vLLM's scheduler does for the per-request governor, the policy first hears which
+        requests are still known (finished ones leave its book); a peer that models a GPU-side
+        mechanism also sees the step (:class:`StepView`). Request ids are admission numbers.
+        """
+        pol = self.policy
+        if callable(getattr(pol, "forget_finished", None)):
+            pol.forget_finished([str(r) for r in self.order[self.state != EMPTY]])
+        if self._sees_step:
+            pol.step_view = StepView(self.alpha[dec], times, int(dec.size))
+        drafted = np.full(dec.size, k, dtype=np.int64)
+        out = np.asarray(pol.allot([str(r) for r in self.order[dec]], drafted))
+        if out.shape != drafted.shape or out.dtype.kind not in "iu" or (out < 0).any() or (out > drafted).any():
+            raise SimulationError(
+                f"policy {self.policy.name!r} allotted {out.tolist()} drafts; each must be in 0..{k} (K drafted)."
+            )
+        pop = self.population[dec]
+        for j in np.unique(pop):
+            seen = self.verified_by_population.setdefault(self.pop_names[j], [0, 0])
+            seen[0] += int(k * np.count_nonzero(pop == j))
+            seen[1] += int(out[pop == j].sum())
+        return out.astype(np.int64)
+
+    def _report_verified(self, dec: np.ndarray, allotted: np.ndarray, acc: np.ndarray) -> tuple:
+        """The step's verifications as vLLM reports them under cuts: one per request that verified
+        a draft, in batch order (each also to ``on_verified``), then a zero row for each request
+        cut to none, which vLLM does not report."""
+        heard = allotted > 0
+        hear = getattr(self.policy, "on_verified", None)
+        if callable(hear):
+            for r, n, a in zip(self.order[dec[heard]], allotted[heard], acc[heard], strict=True):
+                hear(str(r), int(n), int(a))
+        zeros = np.zeros(int((~heard).sum()), dtype=np.int64)
+        return np.concatenate([allotted[heard], zeros]), np.concatenate([acc[heard], zeros])
 
     def _clock_factor(self) -> float:
         """The measured over the true step time: log-normal noise, correlated from step to

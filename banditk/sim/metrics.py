@@ -55,6 +55,7 @@ def summarize(trace: Trace, done: Requests, *, warmup: int, policy: str, scenari
     ks = trace.k[w:]
     decided = ks >= 0
     sw = trace_switches(trace, w)
+    drafted = float((trace.n_dec[w:][decided].astype(float) * ks[decided]).sum())
     return {
         "policy": policy,
         "scenario": scenario,
@@ -76,4 +77,6 @@ def summarize(trace: Trace, done: Requests, *, warmup: int, policy: str, scenari
         "preemptions": int(trace.preemptions.sum()),
         "simulated_s": float(trace.duration.sum()),
         "mean_batch": float(trace.n_dec[w:].mean()) if n > w else 0.0,
+        # Drafts verified over drafts proposed (1 unless a per-request policy cut them).
+        "verified_share": float(trace.verified[w:].sum() / drafted) if drafted > 0 else 1.0,
     }

@@ -31,6 +31,17 @@ static server captures comes off the KV cache (``graph_ladder_gib`` of the hardw
 :func:`banditk.sim.engine.capture_kv_tokens`). PIECEWISE graphs are not counted: a V1
 server captures one piecewise set whatever K is, the same order as a static server's ladder.
 
+``bandit-per-request`` is the bandit whose drafts are verified per request
+(:class:`~banditk.governor.per_request.PerRequestGovernor`, docs/per-request.md): the bandit's K,
+and each step a verification budget spent on the drafts most likely to be accepted. It runs in the
+governed mode; where that is FULL, the uneven allotments are taken to stay inside varlen FULL
+decode graphs, as adaptive verification's do (assumed).
+
+``peer:vllm-adaptive-verification`` is vLLM's adaptive verification on Model Runner V2
+(:mod:`banditk.sim.adaptive_verification`): K_max drafted every step, the verification budget from
+the drafter's confidence and a start-up cost profile. A static-K server with varlen FULL decode
+graphs ("MRv2 FULL varlen", one capture set).
+
 ``bandit+context`` is the bandit with context buckets
 (:data:`banditk.core.buckets.DEFAULT_CONTEXT_EDGES`): K follows the batch's mean context too.
 
@@ -47,7 +58,10 @@ from pathlib import Path
 
 from banditk.core.errors import ConfigError
 from banditk.core.server_mode import FULL, NO_GRAPHS, PIECEWISE, governed_mode
+from banditk.governor.per_request import PerRequestGovernor
 from banditk.policies.base import Policy
+from banditk.sim.adaptive_verification import SPEC as AV_SPEC
+from banditk.sim.adaptive_verification import AdaptiveVerificationPeer
 from banditk.sim.hardware import get_hardware
 from banditk.sim.oracle import OraclePolicy
 from banditk.sim.scenario import Scenario
@@ -56,6 +70,7 @@ SIM_POLICY_SPECS = (
     "bandit",
     "bandit+prior",
     "bandit+context",
+    "bandit-per-request",
     "nospec",
     "fixed:K",
     "table",
@@ -64,11 +79,15 @@ SIM_POLICY_SPECS = (
     "ucb",
     "peer:sglang",
     "peer:vllm-adaptive-k",
+    "peer:vllm-adaptive-verification",
     "oracle",
 )
 
 #: Per-step policies banditk's plugin serves: they run in :func:`governed_mode`'s mode.
-GOVERNED = ("bandit", "bandit+prior", "bandit+context", "ucb", "oracle", "random")
+GOVERNED = ("bandit", "bandit+prior", "bandit+context", "bandit-per-request", "ucb", "oracle", "random")
+
+#: Bandit policies that take a prior file and ``governor_config`` fields.
+BANDITS = ("bandit", "bandit+prior", "bandit+context", "bandit-per-request")
 
 #: Mode suffixes a per-step policy spec may carry (``bandit@PIECEWISE``).
 MODE_SUFFIXES = (FULL, PIECEWISE)
@@ -130,6 +149,9 @@ def _mode(
     """``(graph_mode, FULL ladders, label)`` of the server that runs ``base`` (see the module doc)."""
     hw = get_hardware(scn.hardware)
     k_max = scn.k_max
+    if base == AV_SPEC:
+        mode = FULL if hw.cuda_graphs else NO_GRAPHS
+        return mode, int(mode == FULL), f"MRv2 {mode} varlen" if hw.cuda_graphs else f"static {mode}"
     if static:
         mode = FULL if hw.cuda_graphs else NO_GRAPHS
         return mode, int(mode == FULL), ("nospec " if nospec else "static ") + mode
@@ -252,6 +274,8 @@ def _build(
         raise ConfigError(f"`--policy`={spec!r} must be one of: {', '.join(SIM_POLICY_SPECS)}.")
     if spec == "oracle":
         return SimPolicy(spec, OraclePolicy(k_max), True, True)
+    if spec == AV_SPEC:
+        return SimPolicy(spec, AdaptiveVerificationPeer(k_max, seed=seed), True, False)
     if spec.startswith("peer:"):
         from banditk.policies.peers import make_peer
 
@@ -270,7 +294,7 @@ def _build(
                 f"drafter class {cls!r} on {scn.hardware!r} under priors/."
             )
     prior = None
-    if prior_path is not None and spec in ("bandit", "bandit+prior", "bandit+context"):
+    if prior_path is not None and spec in BANDITS:
         from banditk.io.priorfile import load_prior
 
         prior = load_prior(prior_path, drafter_class=cls, k_max=k_max)
@@ -279,11 +303,13 @@ def _build(
         from banditk.core.buckets import DEFAULT_CONTEXT_EDGES
 
         config = {"context_edges": DEFAULT_CONTEXT_EDGES}
-    if governor_config and spec in ("bandit", "bandit+prior", "bandit+context"):
+    if governor_config and spec in BANDITS:
         config = {**(config or {}), **governor_config}
-    base = "bandit" if spec in ("bandit+prior", "bandit+context") else spec
+    base = "bandit" if spec in BANDITS else spec
     pol = make_policy(base, k_max=k_max, drafter_class=cls, seed=seed, prior=prior, config=config)
-    if spec != base:
+    if spec == "bandit-per-request":
+        pol = PerRequestGovernor(pol, seed=seed)
+    elif spec != base:
         pol.name = spec
     nospec = bool(getattr(pol, "disables_speculation", False))
     static = base.startswith("fixed:") or nospec

@@ -102,6 +102,10 @@ def run_policy(
             "graph_kv_tokens": sim.graph_kv_tokens,
             "graph_kv_clipped": sim.graph_kv_clipped,
             "kv_capacity_tokens": int(sim.kv_cap),
+            # Where a policy cut drafts: per population, drafts verified over drafts proposed.
+            "verified_share_by_population": {
+                name: (v / d if d else 1.0) for name, (d, v) in sim.verified_by_population.items()
+            },
             "wall_s": wall,
         }
     )

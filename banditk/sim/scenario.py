@@ -10,7 +10,19 @@ A scenario is JSON (see ``experiments/scenarios/``)::
                 {"at_step": 8000, "workload": {"concurrency": 32}}],
      "steps": 20000, "seed": 0}
 
-``acceptance`` is per-position conditional acceptance. ``workload`` gives
+``acceptance`` is per-position conditional acceptance. Requests drawn from several populations
+(code against chat, a quoted passage against fresh text) give ``drafter.populations`` instead::
+
+    "drafter": {"class": "mtp", "k_max": 4, "request_dispersion": 20.0,
+                "populations": [{"name": "code", "weight": 1, "acceptance": [0.95, 0.9, 0.85, 0.8]},
+                                {"name": "chat", "weight": 3, "acceptance": [0.5, 0.35, 0.25, 0.2]}]}
+
+Each request is admitted from one population, drawn by ``weight`` (relative, each > 0), and draws
+its own acceptance around that population's as a single-population scenario does, at the
+population's ``request_dispersion`` (the drafter's when absent). ``drafter.acceptance`` is then
+the mixture's mean per position (a summary; requests never draw from it). A phase may give
+``populations`` too; a phase of a mixture scenario may not give ``acceptance`` or
+``request_dispersion``. ``workload`` gives
 either ``concurrency`` (closed loop) or ``arrival_rate`` (requests/s, Poisson
 open loop). Optional fields: ``workload.max_num_seqs`` (256),
 ``workload.max_num_batched_tokens`` (8192), ``workload.kv_capacity_tokens``
@@ -84,7 +96,8 @@ _TOP = {
     "warmup_steps",
     "description",
 }
-_DRAFTER = {"class", "k_max", "acceptance", "request_dispersion"}
+_DRAFTER = {"class", "k_max", "acceptance", "request_dispersion", "populations"}
+_POPULATION = {"name", "weight", "acceptance", "request_dispersion"}
 _WORKLOAD = {
     "concurrency",
     "arrival_rate",
@@ -152,6 +165,37 @@ def _dispersion(d: dict, where: str, prefix: str, default: float) -> float:
     if v is None:
         return math.inf
     return _num(d, "request_dispersion", where, prefix, 0.0)
+
+
+def _populations(v: Any, k_max: int, where: str, prefix: str, disp: float) -> list[Population]:
+    """``drafter.populations``: a non-empty list of {name?, weight, acceptance, request_dispersion?}."""
+    field_ = prefix + "populations"
+    if not isinstance(v, list) or not v:
+        raise _fail(where, field_, v, "must be a non-empty list of {weight, acceptance} objects.")
+    pops, names = [], set()
+    for i, p in enumerate(v):
+        pre = f"{field_}[{i}]."
+        if not isinstance(p, dict):
+            raise _fail(where, f"{field_}[{i}]", p, "must be an object with weight and acceptance.")
+        _unknown(p, _POPULATION, where, pre)
+        name = p.get("name", f"population-{i}")
+        if not isinstance(name, str) or not name or name in names:
+            raise _fail(where, pre + "name", name, "must be a non-empty string, unique among the populations.")
+        names.add(name)
+        weight = _num(p, "weight", where, pre, 0.0)
+        acc = _acceptance(p.get("acceptance"), k_max, where, pre)
+        pops.append(Population(name, weight, acc, _dispersion(p, where, pre, disp)))
+    total = sum(p.weight for p in pops)
+    return [Population(p.name, p.weight / total, p.acceptance, p.request_dispersion) for p in pops]
+
+
+def mixture_mean(pops: list[Population]) -> list[float]:
+    """The populations' acceptance per position, averaged by weight.
+
+    >>> mixture_mean([Population("a", 0.25, [1.0], 20.0), Population("b", 0.75, [0.6], 20.0)])
+    [0.7]
+    """
+    return [round(sum(p.weight * p.acceptance[i] for p in pops), 12) for i in range(len(pops[0].acceptance))]
 
 
 def _positive_int(v: Any, where: str, field_: str) -> int:
@@ -331,6 +375,23 @@ def _check_context(wl: dict, phases: list, model_limit: int, where: str) -> None
             )
 
 
+@dataclass(frozen=True)
+class Population:
+    """A share of the requests and the acceptance they draw around (``drafter.populations``).
+
+    Attributes:
+        name: a label for reports ("code", "chat"); ``population-<i>`` when the file gives none.
+        weight: the share of admitted requests, normalised over the scenario's populations.
+        acceptance: per-position conditional acceptance, k_max entries.
+        request_dispersion: the Beta concentration of a request's draw around ``acceptance``.
+    """
+
+    name: str
+    weight: float
+    acceptance: list[float]
+    request_dispersion: float
+
+
 @dataclass
 class Phase:
     """A change applied from step ``at_step`` on."""
@@ -339,6 +400,7 @@ class Phase:
     acceptance: list[float] | None = None
     request_dispersion: float | None = None
     workload: dict | None = None
+    populations: list[Population] | None = None
 
 
 @dataclass
@@ -364,6 +426,8 @@ class Scenario:
     dynamic_cudagraph: str = "PIECEWISE"
     warmup_steps: int = 200
     raw: dict = field(default_factory=dict, repr=False)
+    #: The request populations; empty: one population, ``acceptance`` at ``request_dispersion``.
+    populations: list[Population] = field(default_factory=list)
 
     def with_workload(self, **changes: Any) -> Scenario:
         """A copy with workload fields replaced (e.g. ``concurrency=16``) and no load phases."""
@@ -411,8 +475,17 @@ def parse_scenario(data: Any, where: str = "scenario") -> Scenario:
     k_max = _int(d, "k_max", where, "drafter.", 1)
     if k_max > 16:
         raise _fail(where, "drafter.k_max", k_max, "must be <= 16.")
-    acc = _acceptance(d.get("acceptance"), k_max, where, "drafter.")
     disp = _dispersion(d, where, "drafter.", 20.0)
+    pops: list[Population] = []
+    if "populations" in d:
+        if "acceptance" in d:
+            raise _fail(
+                where, "drafter.acceptance", d["acceptance"], "must be left out when `drafter.populations` is given."
+            )
+        pops = _populations(d["populations"], k_max, where, "drafter.", disp)
+        acc = mixture_mean(pops)
+    else:
+        acc = _acceptance(d.get("acceptance"), k_max, where, "drafter.")
     wl = _workload(data.get("workload"), where, "workload.", None)
     steps = _int(data, "steps", where, "", 1, 2200)
     seed = _int(data, "seed", where, "", 0, 0)
@@ -436,6 +509,10 @@ def parse_scenario(data: Any, where: str = "scenario") -> Scenario:
     if not isinstance(phases_raw, list):
         raise _fail(where, "phases", phases_raw, "must be a list.")
     phases: list[Phase] = []
+    # A scenario with populations anywhere changes its requests only through populations.
+    mixture = bool(pops) or any(
+        isinstance(p, dict) and isinstance(p.get("drafter"), dict) and "populations" in p["drafter"] for p in phases_raw
+    )
     for i, p in enumerate(phases_raw):
         pre = f"phases[{i}]."
         if not isinstance(p, dict):
@@ -446,7 +523,15 @@ def parse_scenario(data: Any, where: str = "scenario") -> Scenario:
             pd = p["drafter"]
             if not isinstance(pd, dict):
                 raise _fail(where, pre + "drafter", pd, "must be an object.")
-            _unknown(pd, {"acceptance", "request_dispersion"}, where, pre + "drafter.")
+            _unknown(pd, {"acceptance", "request_dispersion", "populations"}, where, pre + "drafter.")
+            for key in ("acceptance", "request_dispersion"):
+                if mixture and key in pd:
+                    raise _fail(
+                        where, f"{pre}drafter.{key}", pd[key],
+                        "cannot change a mixture scenario's requests; give the phase `populations`.",
+                    )  # fmt: skip
+            if "populations" in pd:
+                ph.populations = _populations(pd["populations"], k_max, where, pre + "drafter.", disp)
             if "acceptance" in pd:
                 ph.acceptance = _acceptance(pd["acceptance"], k_max, where, pre + "drafter.")
             if "request_dispersion" in pd:
@@ -476,6 +561,7 @@ def parse_scenario(data: Any, where: str = "scenario") -> Scenario:
         dynamic_cudagraph=mode,
         warmup_steps=warm,
         raw=copy.deepcopy(data),
+        populations=pops,
     )
 
 

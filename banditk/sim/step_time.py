@@ -121,6 +121,15 @@ class StepCostModel:
             tok = np.full(self.k_max + 1, float(n_dec + prefill_tokens))
             logits = np.full(self.k_max + 1, float(n_dec + n_prefill))
             draft = np.zeros(self.k_max + 1)
+        parts = self._forward_parts(tok, logits, mixed, host + launch_overhead(hw, m.n_layers, mode) + draft)
+        if len(self._cache) > 50_000:
+            self._cache.clear()
+        self._cache[key] = parts
+        return parts
+
+    def _forward_parts(self, tok: np.ndarray, logits: np.ndarray, mixed: bool, fixed: np.ndarray) -> tuple:
+        """``(memory, compute, fixed)`` seconds of a target forward over ``tok`` query tokens."""
+        m, hw = self.model, self.hw
         padded = pad_to_capture(tok) if (hw.cuda_graphs and not mixed) else tok
         wb = self._dense_bytes
         if m.is_moe:
@@ -131,12 +140,7 @@ class StepCostModel:
             tok = padded
         mem = np.broadcast_to(np.asarray(wb, dtype=float) / hw.eff_bw, tok.shape).copy()
         comp = (self._flops_token * tok + self._flops_logit * logits) / hw.eff_flops
-        fixed = host + launch_overhead(hw, m.n_layers, mode) + draft
-        parts = (mem, comp, fixed)
-        if len(self._cache) > 50_000:
-            self._cache.clear()
-        self._cache[key] = parts
-        return parts
+        return mem, comp, fixed
 
     def times(self, n_dec: int, n_sched: int, prefill_tokens: int, kv_bytes: float, spec: bool = True) -> np.ndarray:
         """Expected step seconds for K = 0..k_max (``spec`` False: speculation disabled, K ignored).
@@ -153,3 +157,24 @@ class StepCostModel:
         """
         mem, comp, fixed = self._parts(n_dec, n_sched, prefill_tokens, bool(spec))
         return combine(mem + kv_bytes / self.hw.eff_bw, comp, self.hw.overlap) + fixed
+
+    def verified_times(
+        self, n_dec: int, n_sched: int, prefill_tokens: int, kv_bytes: float, k: int, verified: np.ndarray
+    ) -> np.ndarray:
+        """Expected step seconds when every decoding request drafted ``k`` tokens and ``verified``
+        of those drafts (over the batch; an array: several budgets at once) are verified.
+
+        Drafting costs K whatever is verified; the target verifies B + ``verified`` tokens. With
+        ``verified`` = B K it equals ``times(...)[k]``.
+        """
+        m, hw = self.model, self.hw
+        mixed = prefill_tokens > 0
+        mode = "PIECEWISE" if (mixed or self.dynamic) else "FULL"
+        verified = np.asarray(verified, dtype=float)
+        tok = n_dec + verified + prefill_tokens
+        logits = tok - prefill_tokens + (n_sched - n_dec)
+        draft = float(self.drafter.time(self.ks, n_dec, mode)[k])
+        host = hw.step_overhead_s + hw.per_request_overhead_s * n_sched
+        fixed = np.full(tok.shape, host + launch_overhead(hw, m.n_layers, mode) + draft)
+        mem, comp, fixed = self._forward_parts(tok, logits, mixed, fixed)
+        return combine(mem + kv_bytes / hw.eff_bw, comp, hw.overlap) + fixed
