@@ -177,6 +177,13 @@ def sim_steps() -> list[Step]:
              ("--quick", "--governor-config", '{{"revisit_spacing": 1}}', "--out", "{q}/noisy-clock-unspaced"),
              "results/noisy-clock-unspaced", minutes=2,
              note="the same without spacing revisits: the contrast that shows what the spacing does"),
+        Step("noisy-clock-long", "experiments/noisy_clock.py",
+             ("--scenario", "experiments/scenarios/context/live-clock-cpu-long.json", "--concurrency", "2,4,8",
+              "--out", "results/noisy-clock-long"),
+             ("--quick", "--scenario", "experiments/scenarios/context/live-clock-cpu-long.json", "--concurrency", "4",
+              "--out", "{q}/noisy-clock-long"),
+             "results/noisy-clock-long", minutes=4,
+             note="the same clock with 3,000-token prompts in two chunks: steps next to a chunk (issues 17, 18)"),
     ]  # fmt: skip
     # None of them starts vLLM or reads a vLLM run: their scripts' imports are their sources.
     return [dataclasses.replace(s, scope=(s.script,)) for s in steps]

@@ -120,15 +120,19 @@ def test_import_caps_prior_strength_and_keeps_means(tmp_path):
 
 
 def test_imported_prior_cuts_regret_on_a_new_deployment(tmp_path):
+    # Over four deployments: one 1,500-step stream's regret swings by a tenth either way
+    # with its seed, more than the prior's gain.
     truth = SyntheticTruth()
-    batches = np.random.default_rng(4).choice([1, 8, 64], size=1500)
-    prior = prior_from_snapshot(snapshot_dict(trained(seed=4, steps=4000)), strength=100)
-    regrets = {}
-    for name, p in (("flat", None), ("prior", prior)):
-        g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=9), p)
-        ks = run_stream(g, truth, batches, seed=9)
-        regrets[name] = np.mean([1 - truth.goodput(b)[k] / truth.goodput(b).max() for b, k in zip(batches, ks)])
-    assert regrets["prior"] < regrets["flat"]
+    regrets = {"flat": [], "prior": []}
+    for seed in range(4, 8):
+        batches = np.random.default_rng(seed).choice([1, 8, 64], size=1500)
+        prior = prior_from_snapshot(snapshot_dict(trained(seed=seed, steps=4000)), strength=100)
+        for name, p in (("flat", None), ("prior", prior)):
+            g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=seed + 5), p)
+            ks = run_stream(g, truth, batches, seed=seed + 5)
+            good = [truth.goodput(b) for b in batches]
+            regrets[name].append(np.mean([1 - g_[k] / g_.max() for g_, k in zip(good, ks)]))
+    assert np.mean(regrets["prior"]) < np.mean(regrets["flat"]), regrets
 
 
 def test_prior_file_round_trip(tmp_path):

@@ -4,9 +4,9 @@ Each step: find the bucket B is in (hysteresis, dwell); inside a decision epoch 
 else draw E(K) and step times from the posterior, score every K, the bucket's current K
 raised by the switching penalty, and leave that K only to explore a K the bucket barely
 knows (a revisit at most once per ``revisit_spacing`` steps of the bucket) or when the
-draws are confident (:mod:`.switching`). A step next to a prompt chunk gets its own K
-(:meth:`BanditGovernor._select_chunk_step`). The posterior is :mod:`.posterior`; the rules
-are this package's other modules.
+draws are confident (:mod:`.switching`). Steps next to a prompt chunk get their own K by
+the same rules, one K per run of such steps (:meth:`BanditGovernor._select_chunk_step`). The
+posterior is :mod:`.posterior`; the rules are this package's other modules.
 """
 
 from __future__ import annotations
@@ -75,8 +75,12 @@ class BanditGovernor:
         self.bucket_epoch = np.full(config.num_buckets, config.decision_interval, dtype=np.int64)
         # Steps each bucket played since it last explored, up to revisit_spacing.
         self.bucket_since_explore = np.full(config.num_buckets, config.revisit_spacing, dtype=np.int64)
-        # Next to a prompt chunk: an exploration in progress (steps left, K).
-        self.chunk_hold, self.chunk_explore_k = 0, 0
+        # Next to a prompt chunk: each bucket's K there, an exploration in progress (steps
+        # left, K), and the bucket and K of the run of such steps the last step belonged to.
+        self.chunk_k = np.full(config.num_buckets, -1, dtype=np.int64)
+        self.chunk_since_explore = np.full(config.num_buckets, config.revisit_spacing, dtype=np.int64)
+        self.chunk_hold, self.chunk_explore_k, self.chunk_explore_bucket = 0, 0, -1
+        self.chunk_run_bucket, self.chunk_run_k = -1, -1
         # K outside config.k_set score -inf, so no decision, exploration or draw plays them.
         self.k_blocked = np.ones(config.k_max + 1, dtype=bool)
         self.k_blocked[list(config.k_set or range(config.k_max + 1))] = False
@@ -112,10 +116,18 @@ class BanditGovernor:
         if batch == 0:  # nothing decodes: K is moot; keep it and learn nothing
             return Decision(k=max(self.prev_k, 0), bucket=-1, num_decoding=0, step_id=self.steps)
         bucket = self._consulted_cell(batch, context.context_tokens)
-        self.bucket_since_explore[bucket] = min(self.bucket_since_explore[bucket] + 1, cfg.revisit_spacing)
+        for since in (self.bucket_since_explore, self.chunk_since_explore):
+            since[bucket] = min(since[bucket] + 1, cfg.revisit_spacing)
         kv_pressed = context.kv_usage > cfg.kv_pressure_threshold and cfg.kv_pressure_weight > 0
+        in_run = self.chunk_run_bucket == bucket  # the step before was next to a chunk, in this bucket
+        self.chunk_run_bucket = -1
         if context.prefill_tokens and self.prev_k >= 0 and not self.posterior.scale_pending:
-            return self._select_chunk_step(context, bucket, kv_pressed)
+            k = self.chunk_run_k if in_run else self._select_chunk_step(context, bucket, kv_pressed)
+            if in_run and self.chunk_hold > 0 and k == self.chunk_explore_k:
+                self.chunk_hold -= 1
+            self.chunk_run_bucket, self.chunk_run_k = bucket, k
+            self.mixed_steps += 1
+            return self._decide(k, bucket, batch)
         same_bucket = bucket == self.prev_bucket
         if epochs.holds(self._held, self._epoch, same_bucket, kv_pressed):
             self._held += 1
@@ -161,10 +173,16 @@ class BanditGovernor:
 
     def forget_blocked_k(self) -> None:
         """Drop incumbents outside ``config.k_set`` (state restored from a run with another arm
-        set): such a bucket decides afresh, and the next step decides instead of holding."""
+        set): such a bucket decides afresh, decode-only and next to chunks, and the next step
+        decides instead of holding."""
         if self.prev_k >= 0 and self.k_blocked[self.prev_k]:
             self.prev_k, self.prev_bucket = -1, -1
-        self.bucket_k[(self.bucket_k >= 0) & self.k_blocked[np.maximum(self.bucket_k, 0)]] = -1
+        for incumbents in (self.bucket_k, self.chunk_k):
+            incumbents[(incumbents >= 0) & self.k_blocked[np.maximum(incumbents, 0)]] = -1
+        if self.k_blocked[self.chunk_explore_k]:
+            self.chunk_hold = 0
+        if self.chunk_run_k >= 0 and self.k_blocked[self.chunk_run_k]:
+            self.chunk_run_bucket, self.chunk_run_k = -1, -1
 
     def observe(self, decision: Decision, outcome: StepOutcome) -> None:
         """Learn from the verification of ``decision``'s drafts."""
@@ -222,41 +240,45 @@ class BanditGovernor:
         scores[..., self.k_blocked] = -np.inf
         return scores
 
-    def _select_chunk_step(self, context: StepContext, bucket: int, kv_pressed: bool) -> Decision:
-        """K of a step next to a prompt chunk, at the posterior means of its own cells.
+    def _select_chunk_step(self, context: StepContext, bucket: int, kv_pressed: bool) -> int:
+        """K of the run of steps next to a prompt chunk that starts at this step.
 
-        It keeps the decode K until that K has ``CHUNK_LEARN_STEPS`` live such steps, so the
-        cost next to a chunk of every K the decode epochs try is learnt without a switch. A K
-        whose cell next to chunks is thinner than ``CHUNK_EXPLORE_STEPS`` and which posterior
-        draws say may be better is played at the next such steps until it is not thin: the
-        decode epochs no longer visit every K often enough to fill those cells. The decode K,
-        its epoch and the switch count are left alone.
+        Such steps have their own incumbent per bucket, first the decode K, kept until its
+        cell next to chunks holds ``CHUNK_LEARN_STEPS`` live steps. Then each run's first step
+        decides as a decode epoch does (:func:`.switching.choose`) on draws of the score
+        B E(K) - G* t_chunk(K, P): switch when sure, explore a K that may be better and whose
+        cell there is thinner than ``CHUNK_EXPLORE_STEPS`` or half the incumbent's (held over
+        the next such steps until its cell has doubled; revisits spaced as the decode epochs'
+        are, on a clock of their own), else keep the incumbent. The run keeps that K: a
+        prompt split into chunks of different sizes does not flip K from chunk to chunk. The
+        decode K, its epoch and the switch count are left alone.
         """
-        cfg, batch, prev = self.config, context.num_decoding, self.prev_k
-        self.mixed_steps += 1
-        post = self.posterior
-        if post.data.mix_n[bucket, prev] < CHUNK_LEARN_STEPS:
-            return self._decide(prev, bucket, batch)
-        if self.chunk_hold > 0:  # an exploration next to chunks goes on
+        cfg, batch, post = self.config, context.num_decoding, self.posterior
+        if self.chunk_hold > 0 and self.chunk_explore_bucket == bucket:  # an exploration goes on
             self.chunk_hold -= 1
-            return self._decide(self.chunk_explore_k, bucket, batch)
+            return self.chunk_explore_k
+        self.chunk_hold = 0  # an exploration in another bucket ends when this one decides
+        incumbent = int(self.chunk_k[bucket]) if self.chunk_k[bucket] >= 0 else self.prev_k
+        self.chunk_k[bucket] = incumbent
+        if post.data.mix_n[bucket, incumbent] < CHUNK_LEARN_STEPS:
+            return incumbent
         m, n0, a, b = post.mixed_step_posterior(bucket, context.prefill_tokens, batch)
         kvf = self._kv_factor(context.kv_usage) if kv_pressed else 1.0
-        tokens = expected_tokens(post.acc_a / (post.acc_a + post.acc_b)) * batch * kvf
-        rate = float(np.max(tokens / (post.post_m[bucket] * post.batch_ratio(batch, bucket))))
-        scores = scoring.chunk_step_scores(tokens, rate, m, prev, cfg.switch_penalty)
-        scores[self.k_blocked] = -np.inf
-        k = int(np.argmax(scores))
+        mean_tokens = expected_tokens(post.acc_a / (post.acc_a + post.acc_b)) * batch * kvf
+        rate = float(np.max(mean_tokens / (post.post_m[bucket] * post.batch_ratio(batch, bucket))))
+        e_tokens, t = draw_tokens_and_times(self._rng, post.acc_a, post.acc_b, m, n0, a, b, SWITCH_DRAWS)
+        drawn = scoring.chunk_step_scores(e_tokens * batch * kvf, rate, t, incumbent, cfg.switch_penalty)
+        drawn[..., self.k_blocked] = -np.inf
         cell_n = post.data.mix_n[bucket] + post.prior_stats.mix_n[bucket]
-        if np.any(cell_n < CHUNK_EXPLORE_STEPS):
-            e_tokens, t = draw_tokens_and_times(self._rng, post.acc_a, post.acc_b, m, n0, a, b, SWITCH_DRAWS)
-            drawn = scoring.chunk_step_scores(e_tokens * batch * kvf, rate, t, k, cfg.switch_penalty)
-            drawn[..., self.k_blocked] = -np.inf
-            thin = switching.thin_to_explore(drawn, k, cell_n, CHUNK_EXPLORE_STEPS, cfg.switch_confidence)
-            if thin >= 0:
-                k, self.chunk_explore_k = thin, thin
-                self.chunk_hold = int(np.ceil(CHUNK_EXPLORE_STEPS - cell_n[thin])) - 1
-        return self._decide(k, bucket, batch, scores)
+        may_revisit = self.chunk_since_explore[bucket] >= cfg.revisit_spacing
+        k, explore = switching.choose(drawn, incumbent, cell_n, CHUNK_EXPLORE_STEPS, cfg.switch_confidence, may_revisit)
+        if explore:
+            self.chunk_explore_k, self.chunk_explore_bucket = k, bucket
+            self.chunk_since_explore[bucket] = 0
+            self.chunk_hold = int(np.ceil(explore)) - 1
+        else:
+            self.chunk_k[bucket] = k
+        return k
 
     # ---- the posterior, read -------------------------------------------------------
 

@@ -188,8 +188,19 @@ SCHEMA: dict[str, tuple[Callable, Callable[[GovernorConfig], object] | None]] = 
         _numbers(_buckets, 0.0, 1e6, integral=True),
         lambda c: np.full(c.num_buckets, c.revisit_spacing, dtype=np.int64),
     ),
+    "chunk_k": (
+        _numbers(_buckets, -1.0, lambda c: float(c.k_max), integral=True),
+        lambda c: np.full(c.num_buckets, -1, dtype=np.int64),
+    ),
+    "chunk_since_explore": (
+        _numbers(_buckets, 0.0, 1e6, integral=True),
+        lambda c: np.full(c.num_buckets, c.revisit_spacing, dtype=np.int64),
+    ),
     "chunk_hold": (_integer(0, 1_000_000), lambda c: 0),
     "chunk_explore_k": (_integer(0, lambda c: c.k_max), lambda c: 0),
+    "chunk_explore_bucket": (_integer(-1, lambda c: c.num_buckets - 1), lambda c: -1),
+    "chunk_run_bucket": (_integer(-1, lambda c: c.num_buckets - 1), lambda c: -1),
+    "chunk_run_k": (_integer(-1, lambda c: c.k_max), lambda c: -1),
     "candidate_bucket": (_integer(-1, lambda c: c.num_buckets - 1), None),
     "candidate_steps": (_integer(0, 10_000), None),
     "outlier_run": (_integer(0, _BIG), lambda c: 0),
@@ -254,8 +265,13 @@ def dump(gov) -> dict:
         "bucket_k": gov.bucket_k.tolist(),
         "bucket_epoch": gov.bucket_epoch.tolist(),
         "bucket_since_explore": gov.bucket_since_explore.tolist(),
+        "chunk_k": gov.chunk_k.tolist(),
+        "chunk_since_explore": gov.chunk_since_explore.tolist(),
         "chunk_hold": gov.chunk_hold,
         "chunk_explore_k": gov.chunk_explore_k,
+        "chunk_explore_bucket": gov.chunk_explore_bucket,
+        "chunk_run_bucket": gov.chunk_run_bucket,
+        "chunk_run_k": gov.chunk_run_k,
         "candidate_bucket": gov._candidate_bucket,
         "candidate_steps": gov._candidate_steps,
         "outlier_run": post.outlier_run,
@@ -279,6 +295,8 @@ def restore(gov, raw: object) -> None:
     gov.oscillations = s["oscillations"]
     gov.bucket_k, gov.bucket_epoch = s["bucket_k"], s["bucket_epoch"]
     gov.bucket_since_explore = s["bucket_since_explore"]
-    gov.chunk_hold, gov.chunk_explore_k = s["chunk_hold"], s["chunk_explore_k"]
+    gov.chunk_k, gov.chunk_since_explore, gov.chunk_hold = s["chunk_k"], s["chunk_since_explore"], s["chunk_hold"]
+    gov.chunk_explore_k, gov.chunk_explore_bucket = s["chunk_explore_k"], s["chunk_explore_bucket"]
+    gov.chunk_run_bucket, gov.chunk_run_k = s["chunk_run_bucket"], s["chunk_run_k"]
     gov.mixed_steps, gov.k_counts = s["mixed_steps"], s["k_counts"]
     gov.forget_blocked_k()

@@ -2,7 +2,8 @@
 
 At a decision every K is scored on the same posterior draws, the incumbent's score carrying
 its switching bonus; ``wins`` is, per K, the share of draws in which it beats the incumbent.
-The challenger is the K with the most wins. Then:
+The challenger is the K with the most wins, or where several beat the incumbent surely,
+the one of them with the best mean score. Then:
 
 - ``wins`` >= ``confidence``: switch to it;
 - ``wins`` >= 1 - ``confidence`` (it may be better) and its cell holds fewer than
@@ -49,33 +50,20 @@ def choose(
     ((0, 40.0), (1, 0.0))
     >>> choose(s, 0, np.array([40.0, 40.0]), 32, 0.9)  # K=1 wins a quarter of the draws
     (0, 0.0)
+    >>> choose(np.array([[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]), 0, np.full(3, 40.0), 32, 0.9)  # both beat K=0
+    (2, 0.0)
     """
     if incumbent < 0:
         return int(np.argmax(scores[0])), 0.0
     wins = np.mean(scores > scores[:, incumbent : incumbent + 1], axis=0)
     wins[incumbent] = -1.0
     wins[np.isneginf(scores[0])] = -1.0  # a K outside the arm set is never a challenger
-    challenger = int(np.argmax(wins))
+    sure = wins >= confidence
+    # Several Ks beat a poor incumbent in every draw: their wins tie, their scores do not.
+    challenger = int(np.argmax(np.where(sure, scores.mean(axis=0), -np.inf))) if sure.any() else int(np.argmax(wins))
     share, n = float(wins[challenger]), float(cell_n[challenger])
     if share >= confidence:
         return challenger, 0.0
     if share >= 1.0 - confidence and (n < explore_steps or (may_revisit and 2.0 * n < cell_n[incumbent])):
         return challenger, max(float(explore_steps), n)
     return incumbent, 0.0
-
-
-def thin_to_explore(scores: np.ndarray, chosen: int, cell_n: np.ndarray, min_n: float, confidence: float) -> int:
-    """A K to explore instead of ``chosen``: one whose cell holds fewer than ``min_n``
-    observations and that beats ``chosen`` in at least 1 - ``confidence`` of the draws (the
-    most often, of several); -1 if none.
-
-    >>> s = np.array([[1.0, 2.0, 0.0], [3.0, 2.0, 0.0], [3.0, 2.0, 0.0]])
-    >>> thin_to_explore(s, 1, np.array([2.0, 9.0, 1.0]), 8, 0.9), thin_to_explore(s, 1, np.full(3, 9.0), 8, 0.9)
-    (0, -1)
-    """
-    wins = np.mean(scores > scores[:, chosen : chosen + 1], axis=0)
-    wins[chosen] = -1.0
-    wins[cell_n >= min_n] = -1.0
-    wins[np.isneginf(scores[0])] = -1.0
-    k = int(np.argmax(wins))
-    return k if wins[k] >= 1.0 - confidence else -1

@@ -1,0 +1,89 @@
+"""Steps next to a prompt chunk on a noisy clock: one K per run of chunks, and a chunk K that settles.
+
+A long prompt arrives as chunks of different sizes in consecutive steps (vLLM's CPU server
+splits a 3,000-token prompt at 2,048 batched tokens). At long context such steps are frequent,
+and choosing each one's K afresh flipped K between a prompt's chunks: 18 of the 40 K changes
+of results/live-context-long's bandit run (docs/decisions.md).
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from banditk.core.config import GovernorConfig
+from banditk.core.types import StepContext, StepOutcome
+from banditk.governor import BanditGovernor
+from banditk.switch_counts import change_causes
+from banditk.tools.synthetic import SyntheticTruth
+
+#: A prompt every PERIOD steps, computed as two chunks in consecutive steps.
+PERIOD, CHUNKS = 20, (1990, 1010)
+PROMPT_TOKEN_S = 2e-5
+
+
+def chunk_run_stream(g, truth, steps, seed, per_draft_s, batch=8):
+    """K per step and whether the step was next to a chunk. A step next to a chunk costs
+    the decode-only step, the chunk's tokens and ``per_draft_s`` per verified draft, all on
+    ``truth``'s noisy clock."""
+    rng = np.random.default_rng(seed)
+    ks, chunk = np.empty(steps, dtype=int), np.zeros(steps, dtype=int)
+    for i in range(steps):
+        if i % PERIOD < len(CHUNKS):
+            chunk[i] = CHUNKS[i % PERIOD]
+        d = g.select(StepContext(batch, truth.k_max, "mtp", prefill_tokens=int(chunk[i])))
+        out = truth.outcome(rng, d, batch)
+        if chunk[i]:
+            extra = PROMPT_TOKEN_S * chunk[i] + per_draft_s * batch * d.k
+            t = out.step_duration_s + extra * max(1.0 + truth.noise_cv * rng.standard_normal(), 0.05)
+            out = StepOutcome(out.drafted, out.accepted, float(t), prefill_tokens=int(chunk[i]))
+        g.observe(d, out)
+        ks[i] = d.k
+    return ks, chunk > 0
+
+
+def chunk_goodput(truth, batch, per_draft_s):
+    """The oracle's score of a step next to the mean chunk: tokens less their time's worth at
+    the best decode-only goodput."""
+    t = truth.mean_step_s(batch) + PROMPT_TOKEN_S * np.mean(CHUNKS) + per_draft_s * batch * np.arange(truth.k_max + 1)
+    tokens = truth.goodput(batch) * truth.mean_step_s(batch)
+    return tokens - truth.goodput(batch).max() * t
+
+
+@pytest.fixture
+def noisy(truth) -> SyntheticTruth:
+    return dataclasses.replace(truth, noise_cv=0.10)  # the live clock's spread (results/sim-vs-real)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_no_flip_within_a_state_next_to_chunks_on_a_noisy_clock(noisy, seed):
+    # Next to a chunk a verified draft costs 0.6 ms more: there K=1 earns 6.6% of a step's
+    # tokens more than the decode K (2), three times the switching bonus (2%), the rest
+    # less. 5,000 steps hold 250 prompts of two chunks each.
+    per_draft_s = 6e-4
+    g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=seed))
+    ks, chunk = chunk_run_stream(g, noisy, 5000, seed, per_draft_s)
+    causes = change_causes(ks, np.zeros_like(ks), chunk)
+    assert causes["chunk_flip"] == 0, causes
+    # Both chunks of every prompt ran one K.
+    first, second = np.flatnonzero(chunk & ~np.roll(chunk, 1)), np.flatnonzero(chunk & np.roll(chunk, 1))
+    assert np.array_equal(ks[first], ks[second])
+    score, tokens = chunk_goodput(noisy, 8, per_draft_s), noisy.goodput(8) * noisy.mean_step_s(8)
+    assert np.argmax(score) == 1 and score[1] - score[2] > 0.05 * tokens[2]
+    # Found within the first 100 prompts (2,000 steps), played by 90% of the rest, and
+    # left after that only by spaced revisits: two K changes per revisit_spacing steps.
+    late = ks[first][100:]
+    assert np.mean(late == 1) >= 0.9, np.bincount(late, minlength=5)
+    spacing = g.config.revisit_spacing
+    assert np.count_nonzero(late[1:] != late[:-1]) <= 2 * (len(late) * PERIOD // spacing + 1), late
+
+
+def test_chunk_k_stays_the_decode_k_where_it_is_best_there_too(noisy):
+    # No extra cost next to a chunk: the decode K is best there as well, and on the noisy
+    # clock the chunk K must not wander from it once both are measured.
+    g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=5))
+    ks, chunk = chunk_run_stream(g, noisy, 5000, 5, per_draft_s=0.0)
+    decode_k = np.bincount(ks[2000:][~chunk[2000:]]).argmax()
+    assert decode_k == noisy.best_k(8)
+    assert np.mean(ks[2000:][chunk[2000:]] == decode_k) >= 0.95
+    assert change_causes(ks, np.zeros_like(ks), chunk)["chunk_flip"] == 0
