@@ -149,13 +149,20 @@ class GovernorRuntime:
                 return  # the model does not run: nothing to decide or credit
             # The decoders and their context tokens (prompt + generated), read in the same pass.
             decoding, context_tokens = vllm_compat.decoding_requests(scheduler, scheduler_output)
+            # Prompt tokens computed in this step (chunked prefill): their time is not K's.
+            scheduled = scheduler_output.num_scheduled_tokens
+            prefill = max(
+                int(scheduler_output.total_num_scheduled_tokens) - sum(scheduled.get(r, 0) for r in decoding), 0
+            )
             decision, fallback = None, None
             if not self.dynamic_k:
                 k = vllm_compat.num_spec_tokens(scheduler_output)
             else:
                 # A prefill-only step asks the policy too (B = 0): requests finishing their
                 # prompt get drafts, and a table gives the K vLLM's table would.
-                k, decision, fallback = self._select(scheduler, scheduler_output, len(decoding), context_tokens)
+                k, decision, fallback = self._select(
+                    scheduler, scheduler_output, len(decoding), context_tokens, prefill
+                )
                 self.last_k = k
                 vllm_compat.set_num_spec_tokens(scheduler_output, k)
             step = self.ledger.open_step(
@@ -170,11 +177,7 @@ class GovernorRuntime:
                 fb = self.telemetry.fallbacks
                 fb[fallback] = fb.get(fallback, 0) + 1
             self._step_of[id(scheduler_output)] = step
-            # Prompt tokens computed in this step (chunked prefill): their time is not K's.
-            scheduled = scheduler_output.num_scheduled_tokens
-            self._prefill_of[step] = max(
-                int(scheduler_output.total_num_scheduled_tokens) - sum(scheduled.get(r, 0) for r in decoding), 0
-            )
+            self._prefill_of[step] = prefill
         except Exception as e:  # never stop the engine
             self._error("schedule_hook", e)
             try:
@@ -183,7 +186,7 @@ class GovernorRuntime:
                 pass
 
     def _select(
-        self, scheduler: Any, scheduler_output: Any, num_decoding: int, context_tokens: int = 0
+        self, scheduler: Any, scheduler_output: Any, num_decoding: int, context_tokens: int = 0, prefill: int = 0
     ) -> tuple[int, Any, str | None]:
         """(K, the policy's decision, None) or (fallback K, None, why the fallback was used)."""
         kv, queue = vllm_compat.kv_usage(scheduler), vllm_compat.queue_len(scheduler)
@@ -205,6 +208,7 @@ class GovernorRuntime:
                 if self._wants_prefill_hint
                 else 0,
                 context_tokens=context_tokens,
+                running_prefill_tokens=prefill,
             )
             decision = self.policy.select(ctx)
         except Exception as e:

@@ -49,12 +49,17 @@ class StepContext:
         num_scheduled: every request scheduled this step, prefills included
             (only vLLM's table baseline uses it). Defaults to ``num_decoding``.
         prefill_tokens: prompt tokens expected in the step that verifies this
-            decision's drafts (0: a decode-only step). The simulator verifies in the
-            same step and knows it; vLLM verifies a step later and the adapter
-            predicts it from the prefills already under way or waiting.
+            decision's drafts (0: a decode-only step). vLLM verifies a step later and
+            the adapter predicts it from the prefills already under way or waiting; a
+            prompt that arrives in between is not in it. The simulator predicts the same way.
         context_tokens: tokens in the KV cache of the decoding requests, summed (prompt
             and generated so far). Attention reads them every step whatever K is, so a
             long context makes verification relatively cheaper. 0: not known.
+        running_prefill_tokens: prompt tokens computed in the step before the one that
+            verifies this decision's drafts, whose K the previous decision fixed. vLLM's
+            adapter knows them for sure where the prediction for that step could not (a
+            prompt that arrived since), so a run of chunks keeps the K it began with.
+            0: none, or not known.
     """
 
     num_decoding: int
@@ -65,11 +70,13 @@ class StepContext:
     num_scheduled: int = -1
     prefill_tokens: int = 0
     context_tokens: int = 0
+    running_prefill_tokens: int = 0
 
     def __post_init__(self) -> None:
         _check_int(self.num_decoding, "num_decoding", 0, None, InvalidContextError)
         _check_int(self.prefill_tokens, "prefill_tokens", 0, None, InvalidContextError)
         _check_int(self.context_tokens, "context_tokens", 0, None, InvalidContextError)
+        _check_int(self.running_prefill_tokens, "running_prefill_tokens", 0, None, InvalidContextError)
         _check_int(self.k_max, "k_max", 0, 64, InvalidContextError)
         _check_int(self.queue_len, "queue_len", 0, None, InvalidContextError)
         check_drafter_class(self.drafter_class)

@@ -75,12 +75,13 @@ class BanditGovernor:
         self.bucket_epoch = np.full(config.num_buckets, config.decision_interval, dtype=np.int64)
         # Steps each bucket played since it last explored, up to revisit_spacing.
         self.bucket_since_explore = np.full(config.num_buckets, config.revisit_spacing, dtype=np.int64)
-        # Next to a prompt chunk: each bucket's K there, an exploration in progress (steps
-        # left, K), and the bucket and K of the run of such steps the last step belonged to.
+        # Next to a prompt chunk: each bucket's K there, its revisit clock, an exploration in
+        # progress (steps left, K, bucket).
         self.chunk_k = np.full(config.num_buckets, -1, dtype=np.int64)
         self.chunk_since_explore = np.full(config.num_buckets, config.revisit_spacing, dtype=np.int64)
         self.chunk_hold, self.chunk_explore_k, self.chunk_explore_bucket = 0, 0, -1
-        self.chunk_run_bucket, self.chunk_run_k = -1, -1
+        # The last decision, of either kind: its K and bucket, and whether it was next to a chunk.
+        self.last_k, self.last_bucket, self.last_chunk = -1, -1, False
         # K outside config.k_set score -inf, so no decision, exploration or draw plays them.
         self.k_blocked = np.ones(config.k_max + 1, dtype=bool)
         self.k_blocked[list(config.k_set or range(config.k_max + 1))] = False
@@ -119,15 +120,18 @@ class BanditGovernor:
         for since in (self.bucket_since_explore, self.chunk_since_explore):
             since[bucket] = min(since[bucket] + 1, cfg.revisit_spacing)
         kv_pressed = context.kv_usage > cfg.kv_pressure_threshold and cfg.kv_pressure_weight > 0
-        in_run = self.chunk_run_bucket == bucket  # the step before was next to a chunk, in this bucket
-        self.chunk_run_bucket = -1
         if context.prefill_tokens and self.prev_k >= 0 and not self.posterior.scale_pending:
-            k = self.chunk_run_k if in_run else self._select_chunk_step(context, bucket, kv_pressed)
-            if in_run and self.chunk_hold > 0 and k == self.chunk_explore_k:
-                self.chunk_hold -= 1
-            self.chunk_run_bucket, self.chunk_run_k = bucket, k
+            # A run of chunks goes on where the step before, in this bucket, ran next to one:
+            # decided so, or a prompt that arrived after its K was fixed.
+            before = self.last_chunk or context.running_prefill_tokens > 0
+            if before and self.last_bucket == bucket and self.last_k >= 0:
+                k = self.last_k
+                if self.chunk_hold > 0 and k == self.chunk_explore_k:
+                    self.chunk_hold -= 1
+            else:
+                k = self._select_chunk_step(context, bucket, kv_pressed)
             self.mixed_steps += 1
-            return self._decide(k, bucket, batch)
+            return self._decide(k, bucket, batch, chunk=True)
         same_bucket = bucket == self.prev_bucket
         if epochs.holds(self._held, self._epoch, same_bucket, kv_pressed):
             self._held += 1
@@ -181,8 +185,8 @@ class BanditGovernor:
             incumbents[(incumbents >= 0) & self.k_blocked[np.maximum(incumbents, 0)]] = -1
         if self.k_blocked[self.chunk_explore_k]:
             self.chunk_hold = 0
-        if self.chunk_run_k >= 0 and self.k_blocked[self.chunk_run_k]:
-            self.chunk_run_bucket, self.chunk_run_k = -1, -1
+        if self.last_k >= 0 and self.k_blocked[self.last_k]:
+            self.last_k, self.last_bucket, self.last_chunk = -1, -1, False
 
     def observe(self, decision: Decision, outcome: StepOutcome) -> None:
         """Learn from the verification of ``decision``'s drafts."""
@@ -209,8 +213,11 @@ class BanditGovernor:
 
     # ---- select's steps ------------------------------------------------------------
 
-    def _decide(self, k: int, bucket: int, batch: int, scores: np.ndarray | None = None) -> Decision:
+    def _decide(
+        self, k: int, bucket: int, batch: int, scores: np.ndarray | None = None, chunk: bool = False
+    ) -> Decision:
         self.k_counts[k] += 1
+        self.last_k, self.last_bucket, self.last_chunk = k, bucket, chunk
         sampled = () if scores is None else tuple(scores.tolist())
         return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=sampled)
 

@@ -199,8 +199,9 @@ SCHEMA: dict[str, tuple[Callable, Callable[[GovernorConfig], object] | None]] = 
     "chunk_hold": (_integer(0, 1_000_000), lambda c: 0),
     "chunk_explore_k": (_integer(0, lambda c: c.k_max), lambda c: 0),
     "chunk_explore_bucket": (_integer(-1, lambda c: c.num_buckets - 1), lambda c: -1),
-    "chunk_run_bucket": (_integer(-1, lambda c: c.num_buckets - 1), lambda c: -1),
-    "chunk_run_k": (_integer(-1, lambda c: c.k_max), lambda c: -1),
+    "last_k": (_integer(-1, lambda c: c.k_max), lambda c: -1),
+    "last_bucket": (_integer(-1, lambda c: c.num_buckets - 1), lambda c: -1),
+    "last_chunk": (_flag, lambda c: False),
     "candidate_bucket": (_integer(-1, lambda c: c.num_buckets - 1), None),
     "candidate_steps": (_integer(0, 10_000), None),
     "outlier_run": (_integer(0, _BIG), lambda c: 0),
@@ -270,8 +271,9 @@ def dump(gov) -> dict:
         "chunk_hold": gov.chunk_hold,
         "chunk_explore_k": gov.chunk_explore_k,
         "chunk_explore_bucket": gov.chunk_explore_bucket,
-        "chunk_run_bucket": gov.chunk_run_bucket,
-        "chunk_run_k": gov.chunk_run_k,
+        "last_k": gov.last_k,
+        "last_bucket": gov.last_bucket,
+        "last_chunk": gov.last_chunk,
         "candidate_bucket": gov._candidate_bucket,
         "candidate_steps": gov._candidate_steps,
         "outlier_run": post.outlier_run,
@@ -297,6 +299,6 @@ def restore(gov, raw: object) -> None:
     gov.bucket_since_explore = s["bucket_since_explore"]
     gov.chunk_k, gov.chunk_since_explore, gov.chunk_hold = s["chunk_k"], s["chunk_since_explore"], s["chunk_hold"]
     gov.chunk_explore_k, gov.chunk_explore_bucket = s["chunk_explore_k"], s["chunk_explore_bucket"]
-    gov.chunk_run_bucket, gov.chunk_run_k = s["chunk_run_bucket"], s["chunk_run_k"]
+    gov.last_k, gov.last_bucket, gov.last_chunk = s["last_k"], s["last_bucket"], s["last_chunk"]
     gov.mixed_steps, gov.k_counts = s["mixed_steps"], s["k_counts"]
     gov.forget_blocked_k()

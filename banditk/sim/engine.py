@@ -288,6 +288,9 @@ class Simulator:
         self.ecum = np.zeros((s, self.k_max + 1))
         self.pending: deque[float] = deque()
         self.now = 0.0
+        # vLLM fixes a step's K while scheduling the step before: the prompts it can see then
+        # are those that had arrived by that step's start, and that step's chunk is known.
+        self._decided_at, self._last_chunk_tokens = -math.inf, 0
         self.step_idx = 0
         self._seq = 0
         self._next_arrival = self._draw_interarrival() if self.wl.get("arrival_rate") else math.inf
@@ -478,6 +481,7 @@ class Simulator:
                 st = self.state
             else:
                 raise SimulationError("no requests and no arrivals: the workload is empty.")
+        start = self.now
         k_max = self.k_max
         wl = self.wl
         preempted = 0
@@ -533,8 +537,9 @@ class Simulator:
                 kv_usage=min(1.0, used / self.kv_cap),
                 queue_len=queue,
                 num_scheduled=n_sched,
-                prefill_tokens=int(chunks.sum()),
+                prefill_tokens=int(chunks[self.arrival[chunk_idx] <= self._decided_at].sum()),
                 context_tokens=int(ctx_len.sum()),
+                running_prefill_tokens=self._last_chunk_tokens,
             )
             decision = self.policy.select(ctx)
             k = int(decision.k)
@@ -607,6 +612,7 @@ class Simulator:
             d.out.extend(self.out_len[finished].tolist())
             d.step.extend([self.step_idx] * finished.size)
             st[finished] = EMPTY
+        self._decided_at, self._last_chunk_tokens = start, int(chunks.sum())
         self.now = end
         if decision is not None:
             if allotted is None:
