@@ -3,7 +3,7 @@
 A long prompt arrives as chunks of different sizes in consecutive steps (vLLM's CPU server
 splits a 3,000-token prompt at 2,048 batched tokens). At long context such steps are frequent,
 and choosing each one's K afresh flipped K between a prompt's chunks: 18 of the 40 K changes
-of results/live-context-long's bandit run (docs/decisions.md).
+of the bandit's run in results/live-context-long as made at f5ba13f (docs/decisions.md).
 """
 
 import dataclasses
