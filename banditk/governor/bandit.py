@@ -126,8 +126,8 @@ class BanditGovernor:
             before = self.last_chunk or context.running_prefill_tokens > 0
             if before and self.last_bucket == bucket and self.last_k >= 0:
                 k = self.last_k
-                if self.chunk_hold > 0 and k == self.chunk_explore_k:
-                    self.chunk_hold -= 1
+                if self.chunk_hold > 0 and k == self.chunk_explore_k and bucket == self.chunk_explore_bucket:
+                    self.chunk_hold -= 1  # a step of the exploration; another bucket's run is not
             else:
                 k = self._select_chunk_step(context, bucket, kv_pressed)
             self.mixed_steps += 1

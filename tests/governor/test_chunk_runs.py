@@ -102,3 +102,20 @@ def test_an_unannounced_prompt_without_its_running_chunk_flips_k(noisy):
     g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=0))
     ks, chunk = chunk_run_stream(g, noisy, 5000, 0, 6e-4, announced=False, running=False)
     assert change_causes(ks, np.zeros_like(ks), chunk)["chunk_flip"] > 50
+
+
+@pytest.mark.parametrize("same_bucket", [True, False])
+def test_a_run_in_another_bucket_does_not_spend_an_exploration(truth, same_bucket):
+    # A chunk exploration holds its K over the next steps next to a chunk in its own bucket.
+    # A run in another bucket that happens to play the same K is not one of those steps.
+    g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=0))
+    rng = np.random.default_rng(0)
+    for _ in range(40):  # decode-only steps at B=8: the clock's scale is known, the bucket settled
+        d = g.select(StepContext(8, truth.k_max, "mtp"))
+        g.observe(d, truth.outcome(rng, d, 8))
+    bucket = d.bucket
+    g.last_chunk, g.chunk_explore_k, g.chunk_hold = True, g.last_k, 5
+    g.chunk_explore_bucket = bucket if same_bucket else bucket + 1
+    d = g.select(StepContext(8, truth.k_max, "mtp", prefill_tokens=1000, running_prefill_tokens=1000))
+    assert (d.bucket, d.k) == (bucket, g.chunk_explore_k)  # the run went on
+    assert g.chunk_hold == (4 if same_bucket else 5)
