@@ -80,6 +80,7 @@ class BanditGovernor:
         self.chunk_k = np.full(config.num_buckets, -1, dtype=np.int64)
         self.chunk_since_explore = np.full(config.num_buckets, config.revisit_spacing, dtype=np.int64)
         self.chunk_hold, self.chunk_explore_k, self.chunk_explore_bucket = 0, 0, -1
+        self.chunk_run = 0  # steps of the current run of chunks so far
         # The last decision, of either kind: its K and bucket, and whether it was next to a chunk.
         self.last_k, self.last_bucket, self.last_chunk = -1, -1, False
         # K outside config.k_set score -inf, so no decision, exploration or draw plays them.
@@ -122,14 +123,17 @@ class BanditGovernor:
         kv_pressed = context.kv_usage > cfg.kv_pressure_threshold and cfg.kv_pressure_weight > 0
         if context.prefill_tokens and self.prev_k >= 0 and not self.posterior.scale_pending:
             # A run of chunks goes on where the step before, in this bucket, ran next to one:
-            # decided so, or a prompt that arrived after its K was fixed.
+            # decided so, or a prompt that arrived after its K was fixed. Where every step is
+            # next to a chunk (many prompts arriving) the run would never end and its K never
+            # learn: a run decides again after the longest decode epoch.
             before = self.last_chunk or context.running_prefill_tokens > 0
-            if before and self.last_bucket == bucket and self.last_k >= 0:
-                k = self.last_k
+            run = self.chunk_run + 1 if self.last_chunk else 1
+            if before and self.last_bucket == bucket and self.last_k >= 0 and run <= cfg.max_decision_interval:
+                k, self.chunk_run = self.last_k, run
                 if self.chunk_hold > 0 and k == self.chunk_explore_k and bucket == self.chunk_explore_bucket:
                     self.chunk_hold -= 1  # a step of the exploration; another bucket's run is not
             else:
-                k = self._select_chunk_step(context, bucket, kv_pressed)
+                k, self.chunk_run = self._select_chunk_step(context, bucket, kv_pressed), 1
             self.mixed_steps += 1
             return self._decide(k, bucket, batch, chunk=True)
         same_bucket = bucket == self.prev_bucket
@@ -205,7 +209,12 @@ class BanditGovernor:
         if drafted.size and drafted.any():
             post.learn_acceptance(drafted, outcome.accepted)
         post.learn_step_time(
-            k, bucket, decision.num_decoding, min(outcome.step_duration_s, cfg.max_step_s), outcome.prefill_tokens
+            k,
+            bucket,
+            decision.num_decoding,
+            min(outcome.step_duration_s, cfg.max_step_s),
+            outcome.prefill_tokens,
+            decision.next_to_chunk,
         )
         self.observations += 1
         if self.observations % cfg.regression_refresh == 0:
@@ -219,7 +228,7 @@ class BanditGovernor:
         self.k_counts[k] += 1
         self.last_k, self.last_bucket, self.last_chunk = k, bucket, chunk
         sampled = () if scores is None else tuple(scores.tolist())
-        return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=sampled)
+        return Decision(k, bucket, batch, self.steps, sampled_goodput=sampled, next_to_chunk=chunk)
 
     def _consulted_cell(self, batch: int, context_tokens: int) -> int:
         """The cell of B's bucket and of the mean context's bucket, each with hysteresis,

@@ -199,6 +199,7 @@ SCHEMA: dict[str, tuple[Callable, Callable[[GovernorConfig], object] | None]] = 
     "chunk_hold": (_integer(0, 1_000_000), lambda c: 0),
     "chunk_explore_k": (_integer(0, lambda c: c.k_max), lambda c: 0),
     "chunk_explore_bucket": (_integer(-1, lambda c: c.num_buckets - 1), lambda c: -1),
+    "chunk_run": (_integer(0, 1_000_000), lambda c: 0),
     "last_k": (_integer(-1, lambda c: c.k_max), lambda c: -1),
     "last_bucket": (_integer(-1, lambda c: c.num_buckets - 1), lambda c: -1),
     "last_chunk": (_flag, lambda c: False),
@@ -271,6 +272,7 @@ def dump(gov) -> dict:
         "chunk_hold": gov.chunk_hold,
         "chunk_explore_k": gov.chunk_explore_k,
         "chunk_explore_bucket": gov.chunk_explore_bucket,
+        "chunk_run": gov.chunk_run,
         "last_k": gov.last_k,
         "last_bucket": gov.last_bucket,
         "last_chunk": gov.last_chunk,
@@ -299,6 +301,7 @@ def restore(gov, raw: object) -> None:
     gov.bucket_since_explore = s["bucket_since_explore"]
     gov.chunk_k, gov.chunk_since_explore, gov.chunk_hold = s["chunk_k"], s["chunk_since_explore"], s["chunk_hold"]
     gov.chunk_explore_k, gov.chunk_explore_bucket = s["chunk_explore_k"], s["chunk_explore_bucket"]
+    gov.chunk_run = s["chunk_run"]
     gov.last_k, gov.last_bucket, gov.last_chunk = s["last_k"], s["last_bucket"], s["last_chunk"]
     gov.mixed_steps, gov.k_counts = s["mixed_steps"], s["k_counts"]
     gov.forget_blocked_k()

@@ -22,18 +22,21 @@ PERIOD, CHUNKS = 20, (1990, 1010)
 PROMPT_TOKEN_S = 2e-5
 
 
-def chunk_run_stream(g, truth, steps, seed, per_draft_s, batch=8, announced=True, running=True):
+def chunk_run_stream(
+    g, truth, steps, seed, per_draft_s, batch=8, announced=True, running=True, period=PERIOD, chunks=CHUNKS
+):
     """K per step and whether the step was next to a chunk. A step next to a chunk costs
     the decode-only step, the chunk's tokens and ``per_draft_s`` per verified draft, all on
     ``truth``'s noisy clock. ``announced`` False: as in vLLM when a prompt arrives after the
     step before was scheduled, the first chunk is not predicted, and the governor learns of
-    it only as the chunk that runs (``running_prefill_tokens``, unless ``running`` is False)."""
+    it only as the chunk that runs (``running_prefill_tokens``, unless ``running`` is False).
+    A prompt arrives every ``period`` steps as ``chunks``."""
     rng = np.random.default_rng(seed)
     ks, chunk = np.empty(steps, dtype=int), np.zeros(steps, dtype=int)
     for i in range(steps):
-        if i % PERIOD < len(CHUNKS):
-            chunk[i] = CHUNKS[i % PERIOD]
-        hint = 0 if (i % PERIOD == 0 and not announced) else int(chunk[i])
+        if i % period < len(chunks):
+            chunk[i] = chunks[i % period]
+        hint = 0 if (i % period == 0 and not announced) else int(chunk[i])
         ran = int(chunk[i - 1]) if i and running else 0
         d = g.select(StepContext(batch, truth.k_max, "mtp", prefill_tokens=hint, running_prefill_tokens=ran))
         out = truth.outcome(rng, d, batch)
@@ -46,10 +49,10 @@ def chunk_run_stream(g, truth, steps, seed, per_draft_s, batch=8, announced=True
     return ks, chunk > 0
 
 
-def chunk_goodput(truth, batch, per_draft_s):
+def chunk_goodput(truth, batch, per_draft_s, chunks=CHUNKS):
     """The oracle's score of a step next to the mean chunk: tokens less their time's worth at
     the best decode-only goodput."""
-    t = truth.mean_step_s(batch) + PROMPT_TOKEN_S * np.mean(CHUNKS) + per_draft_s * batch * np.arange(truth.k_max + 1)
+    t = truth.mean_step_s(batch) + PROMPT_TOKEN_S * np.mean(chunks) + per_draft_s * batch * np.arange(truth.k_max + 1)
     tokens = truth.goodput(batch) * truth.mean_step_s(batch)
     return tokens - truth.goodput(batch).max() * t
 
@@ -119,3 +122,37 @@ def test_a_run_in_another_bucket_does_not_spend_an_exploration(truth, same_bucke
     d = g.select(StepContext(8, truth.k_max, "mtp", prefill_tokens=1000, running_prefill_tokens=1000))
     assert (d.bucket, d.k) == (bucket, g.chunk_explore_k)  # the run went on
     assert g.chunk_hold == (4 if same_bucket else 5)
+
+
+def chunk_rate(truth, batch, per_draft_s, chunk):
+    """Tokens per second where every step is next to a chunk of ``chunk`` tokens."""
+    t = truth.mean_step_s(batch) + PROMPT_TOKEN_S * chunk + per_draft_s * batch * np.arange(truth.k_max + 1)
+    return truth.goodput(batch) * truth.mean_step_s(batch) / t
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_where_a_prompt_arrives_every_step_unannounced_the_k_still_learns(noisy, seed):
+    # Many prompts arriving, each scheduled at once (results/repro-49986's 4,000-token point at
+    # concurrency 256): every step computes prompt tokens, and none was announced when its K
+    # was fixed, so every decision is a decode-only one. Those decisions must learn from the
+    # steps they chose K for, though each carries a chunk. There K=1 is best by 7%.
+    per_draft_s, chunk = 2e-3, 600
+    g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=seed))
+    ks, chunks = chunk_run_stream(g, noisy, 3000, seed, per_draft_s, announced=False, period=1, chunks=(chunk,))
+    assert chunks.all() and g.mixed_steps == 0
+    rate = chunk_rate(noisy, 8, per_draft_s, chunk)
+    assert np.argmax(rate) == 1 and rate[1] > 1.05 * np.delete(rate, 1).max()
+    assert np.mean(ks[2000:] == 1) >= 0.9, np.bincount(ks[2000:], minlength=5)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_where_every_step_is_next_to_an_announced_chunk_the_k_still_learns(noisy, seed):
+    # The same load where prompts queue, so each chunk is announced: every decision is a chunk
+    # decision, and one run of chunks would never end. A run decides again after the longest
+    # decode epoch.
+    per_draft_s, chunk = 2e-3, 600
+    g = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, seed=seed))
+    ks, chunks = chunk_run_stream(g, noisy, 3000, seed, per_draft_s, period=1, chunks=(chunk,))
+    assert chunks.all() and g.mixed_steps == 3000 - 1
+    assert np.argmax(chunk_rate(noisy, 8, per_draft_s, chunk)) == 1
+    assert np.mean(ks[2000:] == 1) >= 0.9, np.bincount(ks[2000:], minlength=5)
