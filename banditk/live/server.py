@@ -18,6 +18,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+#: A start-up that died with this in its log lost its port to another process: try another.
+PORT_TAKEN = "Address already in use"
+PORT_ATTEMPTS = 3
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -52,29 +56,47 @@ class VllmServer:
         self.model = model
         self.port = port or free_port()
         self.log_path = Path(log_path)
+        self.speculative_config = speculative_config
+        self.args = list(args or [])
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def cmd(self) -> list[str]:
+        """The server's command line, on the current port."""
         cmd = [
             sys.executable,
             "-m",
             "vllm.entrypoints.openai.api_server",
             "--model",
-            model,
+            self.model,
             "--host",
             "127.0.0.1",
             "--port",
             str(self.port),
-            *(args or []),
+            *self.args,
         ]
-        if speculative_config is not None:
-            cmd += ["--speculative-config", json.dumps(speculative_config)]
-        self.cmd = cmd
-        self.env = {**os.environ, **(env or {})}
-        self.proc: subprocess.Popen | None = None
+        if self.speculative_config is not None:
+            cmd += ["--speculative-config", json.dumps(self.speculative_config)]
+        return cmd
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 300.0) -> VllmServer:
+        """Start and wait until ready. A start-up lost to a port that another process took in
+        the meantime (servers started together) is retried on a fresh port."""
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                return self._start_once(timeout_s)
+            except ServerError:
+                if attempt + 1 == PORT_ATTEMPTS or PORT_TAKEN not in self.log_tail():
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> VllmServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")
         # Own process group, so stop() reaches the engine-core child as well.
