@@ -16,6 +16,7 @@ and per-point raw results and server logs under <out>/runs/.
 
     python experiments/live_sweep.py                 # the default sweep (~50 min on 2 cores, ~16 GB)
     python experiments/live_sweep.py --quick         # tiny models, short points (a smoke test)
+    python experiments/live_sweep.py --concurrency 2 --repeats 3   # one point, its median of 3 runs
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
 from banditk.live.bench import Load, run_warm_then_measure, summarize  # noqa: E402
 from banditk.live.policies import server_env_for, speculative_config  # noqa: E402
+from banditk.live.repeats import combine as repeats_combine  # noqa: E402
 from banditk.live.server import VllmServer  # noqa: E402
 from banditk.switch_counts import log_switches  # noqa: E402
 
@@ -109,6 +111,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--fresh", action="store_true", help="discard finished points and start over")
     p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="runs of each point (default %(default)s), in rounds over the policies on the same servers, so a "
+        "learning policy carries what it learnt into the next run as a long-running server does. The report's "
+        "point takes each timing's median over the runs and pools the switch counts over all their steps; "
+        "each run is kept under the point's 'runs' (banditk/live/repeats.py)",
+    )
+    p.add_argument(
         "--order",
         choices=("interleaved", "policy"),
         default="interleaved",
@@ -132,6 +143,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         "(added to their governor_config; recorded in the report's setup)",
     )
     args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.quick:
         args.target_layers, args.hidden, args.min_requests, args.min_seconds = 1, 128, 4, 0.0
         args.output_len, args.input_len, args.warmup_steps = 16, 32, 16
@@ -415,13 +428,28 @@ def make_server(policy: str, args, target: str, draft: str) -> tuple[VllmServer,
     return server, run_dir
 
 
-def measure(server: VllmServer, run_dir: Path, policy: str, c: int, args, done_files: dict, progress: Progress) -> None:
-    """One point, saved as soon as it is measured (an interrupted sweep resumes after it)."""
+def point_file(out: Path, policy: str, c: int, repeat: int, repeats: int) -> Path:
+    """Where one run of a point is saved; a single run keeps the name it always had.
+
+    >>> point_file(Path("r"), "fixed:2", 4, 0, 1).name, point_file(Path("r"), "fixed:2", 4, 1, 3).name
+    ('fixed_2__c4.json', 'fixed_2__c4__r1.json')
+    """
+    name = f"{policy.replace(':', '_').replace('/', '_')}__c{c}"
+    return out / "points" / (f"{name}.json" if repeats == 1 else f"{name}__r{repeat}.json")
+
+
+def measure(server: VllmServer, run_dir: Path, key: tuple, args, done_files: dict, progress: Progress) -> None:
+    """One run of a point (``key``: policy, concurrency, repeat), saved as soon as it is
+    measured (an interrupted sweep resumes after it)."""
+    policy, c, repeat = key
     point = run_point(server, policy, c, args, run_dir)
-    atomic_write_text(done_files[(policy, c)], json.dumps(point, indent=1))
+    if args.repeats > 1:
+        point["repeat"] = repeat
+    atomic_write_text(done_files[key], json.dumps(point, indent=1))
     sw, osc = point.get("k_switches_per_1000"), point.get("oscillations_per_1000")
+    run = f" run {repeat + 1}/{args.repeats}" if args.repeats > 1 else ""
     print(
-        f"[{policy}] C={c:<3} {point['throughput_tok_s']:8.1f} tok/s  p99 TPOT {1e3 * point['tpot_p99_s']:7.1f} ms"
+        f"[{policy}] C={c:<3}{run} {point['throughput_tok_s']:8.1f} tok/s  p99 TPOT {1e3 * point['tpot_p99_s']:7.1f} ms"
         f"  K changes/1k {'-' if sw is None else f'{sw:.1f}'}"
         f"  oscillations/1k {'-' if osc is None else f'{osc:.1f}'}"
         f"  ({progress.tick()})",
@@ -438,38 +466,39 @@ def main(argv=None) -> int:
     # The code that measures is the code at the start: a commit made during a long sweep
     # must not be credited with it.
     made_by = provenance()
-    todo = [(p, c) for p in args.policies for c in args.concurrency]
-    done_files = {(p, c): args.out / "points" / f"{p.replace(':', '_').replace('/', '_')}__c{c}.json" for p, c in todo}
-    remaining = [pc for pc in todo if not done_files[pc].exists()]
+    todo = [(p, c, r) for p in args.policies for c in args.concurrency for r in range(args.repeats)]
+    done_files = {key: point_file(args.out, *key, args.repeats) for key in todo}
+    remaining = [key for key in todo if not done_files[key].exists()]
     print(
-        f"live sweep ({args.order} order): {len(todo)} points, {len(todo) - len(remaining)} already done; "
+        f"live sweep ({args.order} order): {len(todo)} runs of points, {len(todo) - len(remaining)} already done; "
         f"target {target}",
         flush=True,
     )
     progress = Progress(len(remaining))
     if args.order == "policy":
         for policy in args.policies:
-            pending = [c for c in args.concurrency if (policy, c) in remaining]
+            pending = [key for key in remaining if key[0] == policy]
             if pending:
                 server, run_dir = make_server(policy, args, target, draft)
                 with server:
-                    for c in pending:
-                        measure(server, run_dir, policy, c, args, done_files, progress)
+                    for key in pending:
+                        measure(server, run_dir, key, args, done_files, progress)
     else:
         # Every policy's server up at once (idle ones cost memory, not CPU), then each
         # concurrency point measured for every policy in turn: a machine that slows down or
         # speeds up over the sweep shifts the policies of one point alike, and the checks
-        # compare policies within a point.
-        policies = [p for p in args.policies if any((p, c) in remaining for c in args.concurrency)]
+        # compare policies within a point. Repeats of a point come in rounds over the policies.
+        policies = list(dict.fromkeys(key[0] for key in remaining))
         with contextlib.ExitStack() as stack:
             servers = {p: make_server(p, args, target, draft) for p in policies}
             for server, _ in servers.values():
                 stack.enter_context(server)
             for c in args.concurrency:
-                for policy in policies:
-                    if (policy, c) in remaining:
-                        measure(*servers[policy], policy, c, args, done_files, progress)
-    points = [json.loads(f.read_text()) for f in done_files.values() if f.exists()]
+                for r in range(args.repeats):
+                    for policy in policies:
+                        if (policy, c, r) in remaining:
+                            measure(*servers[policy], (policy, c, r), args, done_files, progress)
+    points = collected_points(done_files, args.repeats)
     report = build_report(points, args, made_by)
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     report["plots"] = plots(points, args.out)
@@ -477,6 +506,17 @@ def main(argv=None) -> int:
     print_table(report)
     print(f"wrote {args.out / 'report.json'}")
     return 0
+
+
+def collected_points(done_files: dict, repeats: int) -> list[dict]:
+    """The report's points: each saved run, or with --repeats each point's runs combined."""
+    runs: dict[tuple, list[dict]] = {}
+    for (policy, c, _), f in done_files.items():
+        if f.exists():
+            runs.setdefault((policy, c), []).append(json.loads(f.read_text()))
+    if repeats == 1:
+        return [r for rs in runs.values() for r in rs]
+    return [repeats_combine(rs) for rs in runs.values()]
 
 
 def build_report(points: list[dict], args, made_by: dict) -> dict:
@@ -505,6 +545,7 @@ def build_report(points: list[dict], args, made_by: dict) -> dict:
             "kv_cache_mb": args.kv_cache_mb,
             "min_requests": args.min_requests,
             "min_seconds": args.min_seconds,
+            "repeats": args.repeats,
             "warmup_steps": args.warmup_steps,
             "table": args.table,
             "governor_config": args.governor_config,

@@ -2,6 +2,7 @@
 
 import dataclasses
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,22 @@ def test_learning_policies_warm_up_for_the_protocols_steps_and_static_ones_for_a
             assert n % c == 0 and (n // c) * output_len / (k_max + 1) >= args.warmup_steps == 200
         for policy in ("nospec", "fixed:2", "pinned:3", "table:[[1,4,3],[5,256,0]]"):
             assert live_sweep.warmup_requests(policy, c, args) == c
+
+
+def test_repeats_are_saved_apart_and_reported_as_one_point(tmp_path):
+    args = live_sweep.parse_args(["--repeats", "3", "--out", str(tmp_path), "--policies", "fixed:2,bandit"])
+    keys = [(p, 4, r) for p in args.policies for r in range(args.repeats)]
+    done = {key: live_sweep.point_file(tmp_path, *key, args.repeats) for key in keys}
+    assert len(set(done.values())) == 6  # no run overwrites another
+    (tmp_path / "points").mkdir()
+    for (policy, c, r), f in list(done.items())[:-1]:  # the bandit's last run is not measured yet
+        f.write_text(json.dumps({"policy": policy, "concurrency": c, "throughput_tok_s": 100.0 + 10 * r}))
+    points = {p["policy"]: p for p in live_sweep.collected_points(done, args.repeats)}
+    assert points["fixed:2"]["throughput_tok_s"] == 110.0 and len(points["fixed:2"]["runs"]) == 3
+    assert points["bandit"]["throughput_tok_s"] == 105.0 and len(points["bandit"]["runs"]) == 2
+
+
+def test_repeats_must_be_positive(capsys):
+    with pytest.raises(SystemExit):
+        live_sweep.parse_args(["--repeats", "0"])
+    assert "--repeats must be at least 1, got 0" in capsys.readouterr().err
