@@ -100,7 +100,6 @@ class Decision:
         step_id: the governor's step counter when it decided.
         sampled_goodput: the Thompson-sampled goodput per K (tokens/s), empty
             for policies that do not sample.
-        next_to_chunk: the decision was made for a step announced to compute prompt tokens.
     """
 
     k: int
@@ -108,7 +107,6 @@ class Decision:
     num_decoding: int
     step_id: int
     sampled_goodput: tuple[float, ...] = field(default=())
-    next_to_chunk: bool = False
 
 
 @dataclass(frozen=True, slots=True)

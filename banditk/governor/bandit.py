@@ -32,6 +32,8 @@ from banditk.posterior.acceptance import expected_tokens
 CHUNK_LEARN_STEPS = 3.0
 #: Steps next to a chunk a K's cell there needs before it stops being explored when plausible.
 CHUNK_EXPLORE_STEPS = 8.0
+#: Memory of the share of steps that ran a chunk, and of its size: about 1 / (1 - decay) steps.
+CHUNK_SHARE_DECAY = 0.95
 #: Posterior draws per decision: the first is the Thompson draw, all of them weigh a switch
 #: (:mod:`.switching`) and the settling of the epoch.
 SWITCH_DRAWS = 64
@@ -81,6 +83,8 @@ class BanditGovernor:
         self.chunk_since_explore = np.full(config.num_buckets, config.revisit_spacing, dtype=np.int64)
         self.chunk_hold, self.chunk_explore_k, self.chunk_explore_bucket = 0, 0, -1
         self.chunk_run = 0  # steps of the current run of chunks so far
+        # Share of recent steps that ran a chunk, and those chunks' usual size.
+        self.running_chunk_share = self.running_chunk_size = 0.0
         # The last decision, of either kind: its K and bucket, and whether it was next to a chunk.
         self.last_k, self.last_bucket, self.last_chunk = -1, -1, False
         # K outside config.k_set score -inf, so no decision, exploration or draw plays them.
@@ -121,7 +125,8 @@ class BanditGovernor:
         for since in (self.bucket_since_explore, self.chunk_since_explore):
             since[bucket] = min(since[bucket] + 1, cfg.revisit_spacing)
         kv_pressed = context.kv_usage > cfg.kv_pressure_threshold and cfg.kv_pressure_weight > 0
-        if context.prefill_tokens and self.prev_k >= 0 and not self.posterior.scale_pending:
+        prefill = self._expected_chunk(context)
+        if prefill and self.prev_k >= 0 and not self.posterior.scale_pending:
             # A run of chunks goes on where the step before, in this bucket, ran next to one:
             # decided so, or a prompt that arrived after its K was fixed. Where every step is
             # next to a chunk (many prompts arriving) the run would never end and its K never
@@ -133,7 +138,7 @@ class BanditGovernor:
                 if self.chunk_hold > 0 and k == self.chunk_explore_k and bucket == self.chunk_explore_bucket:
                     self.chunk_hold -= 1  # a step of the exploration; another bucket's run is not
             else:
-                k, self.chunk_run = self._select_chunk_step(context, bucket, kv_pressed), 1
+                k, self.chunk_run = self._select_chunk_step(context, prefill, bucket, kv_pressed), 1
             self.mixed_steps += 1
             return self._decide(k, bucket, batch, chunk=True)
         same_bucket = bucket == self.prev_bucket
@@ -209,12 +214,7 @@ class BanditGovernor:
         if drafted.size and drafted.any():
             post.learn_acceptance(drafted, outcome.accepted)
         post.learn_step_time(
-            k,
-            bucket,
-            decision.num_decoding,
-            min(outcome.step_duration_s, cfg.max_step_s),
-            outcome.prefill_tokens,
-            decision.next_to_chunk,
+            k, bucket, decision.num_decoding, min(outcome.step_duration_s, cfg.max_step_s), outcome.prefill_tokens
         )
         self.observations += 1
         if self.observations % cfg.regression_refresh == 0:
@@ -228,7 +228,7 @@ class BanditGovernor:
         self.k_counts[k] += 1
         self.last_k, self.last_bucket, self.last_chunk = k, bucket, chunk
         sampled = () if scores is None else tuple(scores.tolist())
-        return Decision(k, bucket, batch, self.steps, sampled_goodput=sampled, next_to_chunk=chunk)
+        return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=sampled)
 
     def _consulted_cell(self, batch: int, context_tokens: int) -> int:
         """The cell of B's bucket and of the mean context's bucket, each with hysteresis,
@@ -256,7 +256,20 @@ class BanditGovernor:
         scores[..., self.k_blocked] = -np.inf
         return scores
 
-    def _select_chunk_step(self, context: StepContext, bucket: int, kv_pressed: bool) -> int:
+    def _expected_chunk(self, context: StepContext) -> int:
+        """Prompt tokens the step is expected to compute: the announced chunk, else, where most
+        recent steps ran a chunk (prompts arriving every step, each scheduled at once and so
+        never announced), the usual size of those chunks."""
+        ran = context.running_prefill_tokens
+        self.running_chunk_share = CHUNK_SHARE_DECAY * self.running_chunk_share + (1.0 - CHUNK_SHARE_DECAY) * (ran > 0)
+        if ran > 0:
+            size = self.running_chunk_size
+            self.running_chunk_size = ran if size == 0.0 else CHUNK_SHARE_DECAY * size + (1.0 - CHUNK_SHARE_DECAY) * ran
+        if context.prefill_tokens or self.running_chunk_share < 0.5:
+            return context.prefill_tokens
+        return int(self.running_chunk_size)
+
+    def _select_chunk_step(self, context: StepContext, prefill: int, bucket: int, kv_pressed: bool) -> int:
         """K of the run of steps next to a prompt chunk that starts at this step.
 
         Such steps have their own incumbent per bucket, first the decode K, kept until its
@@ -278,7 +291,7 @@ class BanditGovernor:
         self.chunk_k[bucket] = incumbent
         if post.data.mix_n[bucket, incumbent] < CHUNK_LEARN_STEPS:
             return incumbent
-        m, n0, a, b = post.mixed_step_posterior(bucket, context.prefill_tokens, batch)
+        m, n0, a, b = post.mixed_step_posterior(bucket, prefill, batch)
         kvf = self._kv_factor(context.kv_usage) if kv_pressed else 1.0
         mean_tokens = expected_tokens(post.acc_a / (post.acc_a + post.acc_b)) * batch * kvf
         rate = float(np.max(mean_tokens / (post.post_m[bucket] * post.batch_ratio(batch, bucket))))

@@ -136,11 +136,9 @@ class GoodputPosterior:
         self.acc_a[:reached] = 1.0 + p.acc_successes[:reached] + s_
         self.acc_b[:reached] = 1.0 + p.acc_failures[:reached] + f_
 
-    def learn_step_time(self, k: int, bucket: int, batch: int, t: float, prefill: int, announced: bool = True) -> None:
+    def learn_step_time(self, k: int, bucket: int, batch: int, t: float, prefill: int) -> None:
         """Credit a step's time: decode-only steps to the decode cells, steps next to a chunk to
-        cells of their own, with their decode share priced for the regression. A chunk that
-        was not ``announced`` ran in a step whose K was decided as a decode-only step's: that
-        decision's cell learns the step too, less the chunk's price."""
+        cells of their own, with their decode share priced for the regression."""
         cfg, data = self.config, self.data
         if t >= MIN_OBSERVED_STEP_S and not (prefill and self.prefill_price <= 0.0):
             n = float(data.cell_n[bucket, k] + self.prior_stats.cell_n[bucket, k])
@@ -166,33 +164,23 @@ class GoodputPosterior:
             # The rest after the chunk's price is a decode time with the whole step's noise:
             # the regression weighs it by the decode share of the step, squared.
             rest = max(t - self.prefill_price * prefill, PREFILL_FLOOR * decode_s)
-            share = min(1.0, (decode_s / t) ** 2)
-            self.pending.append((float(batch), k, rest, share))
-            if not announced:
-                # Where prompts arrive every step none is announced, and the decode cells
-                # would learn nothing while every decision reads them.
-                self._credit_cell(bucket, k, rest / self.batch_ratio(batch, bucket, k), share)
+            self.pending.append((float(batch), k, rest, min(1.0, (decode_s / t) ** 2)))
             return
         # Cells are discounted windows at the bucket's representative B: the latency model
         # carries a step of another B in the bucket over, so B's spread is not read as noise.
         t_cell = t / self.batch_ratio(batch, bucket, k)
         w = 1.0 if prefill else self._clock_weight(bucket, k, t_cell)
-        self._credit_cell(bucket, k, t_cell, w)
-        if not prefill:
-            g = cfg.discount
-            for arr, v in zip(self.decode_only, (w, w * t_cell, w * t_cell * t_cell)):
-                arr[bucket, k] = arr[bucket, k] * g + v
-        self.pending.append((float(batch), k, t, 1.0))
-        if self.scale_pending:
-            self.refresh()
-
-    def _credit_cell(self, bucket: int, k: int, t_cell: float, w: float) -> None:
-        """Add a step time at the bucket's representative B, of weight ``w``, to a decode cell."""
-        data, g = self.data, self.config.discount
+        g = cfg.discount
         data.cell_n[bucket, k] = data.cell_n[bucket, k] * g + w
         data.cell_sum[bucket, k] = data.cell_sum[bucket, k] * g + w * t_cell
         data.cell_sumsq[bucket, k] = data.cell_sumsq[bucket, k] * g + w * t_cell * t_cell
+        if not prefill:
+            for arr, v in zip(self.decode_only, (w, w * t_cell, w * t_cell * t_cell)):
+                arr[bucket, k] = arr[bucket, k] * g + v
         self._update_cell(bucket, k)
+        self.pending.append((float(batch), k, t, 1.0))
+        if self.scale_pending:
+            self.refresh()
 
     def step_weight(self) -> float:
         """Observations a decode-only step is worth on this clock now."""

@@ -200,6 +200,8 @@ SCHEMA: dict[str, tuple[Callable, Callable[[GovernorConfig], object] | None]] = 
     "chunk_explore_k": (_integer(0, lambda c: c.k_max), lambda c: 0),
     "chunk_explore_bucket": (_integer(-1, lambda c: c.num_buckets - 1), lambda c: -1),
     "chunk_run": (_integer(0, 1_000_000), lambda c: 0),
+    "running_chunk_share": (_number(0.0, 1.000001), lambda c: 0.0),
+    "running_chunk_size": (_number(0.0, 1e9), lambda c: 0.0),
     "last_k": (_integer(-1, lambda c: c.k_max), lambda c: -1),
     "last_bucket": (_integer(-1, lambda c: c.num_buckets - 1), lambda c: -1),
     "last_chunk": (_flag, lambda c: False),
@@ -273,6 +275,8 @@ def dump(gov) -> dict:
         "chunk_explore_k": gov.chunk_explore_k,
         "chunk_explore_bucket": gov.chunk_explore_bucket,
         "chunk_run": gov.chunk_run,
+        "running_chunk_share": gov.running_chunk_share,
+        "running_chunk_size": gov.running_chunk_size,
         "last_k": gov.last_k,
         "last_bucket": gov.last_bucket,
         "last_chunk": gov.last_chunk,
@@ -302,6 +306,7 @@ def restore(gov, raw: object) -> None:
     gov.chunk_k, gov.chunk_since_explore, gov.chunk_hold = s["chunk_k"], s["chunk_since_explore"], s["chunk_hold"]
     gov.chunk_explore_k, gov.chunk_explore_bucket = s["chunk_explore_k"], s["chunk_explore_bucket"]
     gov.chunk_run = s["chunk_run"]
+    gov.running_chunk_share, gov.running_chunk_size = s["running_chunk_share"], s["running_chunk_size"]
     gov.last_k, gov.last_bucket, gov.last_chunk = s["last_k"], s["last_bucket"], s["last_chunk"]
     gov.mixed_steps, gov.k_counts = s["mixed_steps"], s["k_counts"]
     gov.forget_blocked_k()
