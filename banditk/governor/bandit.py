@@ -33,7 +33,11 @@ CHUNK_LEARN_STEPS = 3.0
 #: Steps next to a chunk a K's cell there needs before it stops being explored when plausible.
 CHUNK_EXPLORE_STEPS = 8.0
 #: Memory of the share of steps that ran a chunk, and of its size: about 1 / (1 - decay) steps.
-CHUNK_SHARE_DECAY = 0.95
+CHUNK_SHARE_DECAY = 0.99
+#: A step with no chunk announced is expected to run one once that share reaches ON, and no
+#: longer once it falls below OFF: a share near 1/2 would otherwise flip the expectation, and
+#: with it K, every few steps.
+CHUNK_SHARE_ON, CHUNK_SHARE_OFF = 0.6, 0.4
 #: Posterior draws per decision: the first is the Thompson draw, all of them weigh a switch
 #: (:mod:`.switching`) and the settling of the epoch.
 SWITCH_DRAWS = 64
@@ -85,6 +89,7 @@ class BanditGovernor:
         self.chunk_run = 0  # steps of the current run of chunks so far
         # Share of recent steps that ran a chunk, and those chunks' usual size.
         self.running_chunk_share = self.running_chunk_size = 0.0
+        self.expecting_chunks = False
         # The last decision, of either kind: its K and bucket, and whether it was next to a chunk.
         self.last_k, self.last_bucket, self.last_chunk = -1, -1, False
         # K outside config.k_set score -inf, so no decision, exploration or draw plays them.
@@ -265,7 +270,11 @@ class BanditGovernor:
         if ran > 0:
             size = self.running_chunk_size
             self.running_chunk_size = ran if size == 0.0 else CHUNK_SHARE_DECAY * size + (1.0 - CHUNK_SHARE_DECAY) * ran
-        if context.prefill_tokens or self.running_chunk_share < 0.5:
+        if self.running_chunk_share >= CHUNK_SHARE_ON:
+            self.expecting_chunks = True
+        elif self.running_chunk_share < CHUNK_SHARE_OFF:
+            self.expecting_chunks = False
+        if context.prefill_tokens or not self.expecting_chunks:
             return context.prefill_tokens
         return int(self.running_chunk_size)
 

@@ -202,6 +202,7 @@ SCHEMA: dict[str, tuple[Callable, Callable[[GovernorConfig], object] | None]] = 
     "chunk_run": (_integer(0, 1_000_000), lambda c: 0),
     "running_chunk_share": (_number(0.0, 1.000001), lambda c: 0.0),
     "running_chunk_size": (_number(0.0, 1e9), lambda c: 0.0),
+    "expecting_chunks": (_flag, lambda c: False),
     "last_k": (_integer(-1, lambda c: c.k_max), lambda c: -1),
     "last_bucket": (_integer(-1, lambda c: c.num_buckets - 1), lambda c: -1),
     "last_chunk": (_flag, lambda c: False),
@@ -277,6 +278,7 @@ def dump(gov) -> dict:
         "chunk_run": gov.chunk_run,
         "running_chunk_share": gov.running_chunk_share,
         "running_chunk_size": gov.running_chunk_size,
+        "expecting_chunks": gov.expecting_chunks,
         "last_k": gov.last_k,
         "last_bucket": gov.last_bucket,
         "last_chunk": gov.last_chunk,
@@ -307,6 +309,7 @@ def restore(gov, raw: object) -> None:
     gov.chunk_explore_k, gov.chunk_explore_bucket = s["chunk_explore_k"], s["chunk_explore_bucket"]
     gov.chunk_run = s["chunk_run"]
     gov.running_chunk_share, gov.running_chunk_size = s["running_chunk_share"], s["running_chunk_size"]
+    gov.expecting_chunks = s["expecting_chunks"]
     gov.last_k, gov.last_bucket, gov.last_chunk = s["last_k"], s["last_bucket"], s["last_chunk"]
     gov.mixed_steps, gov.k_counts = s["mixed_steps"], s["k_counts"]
     gov.forget_blocked_k()
