@@ -23,7 +23,16 @@ PROMPT_TOKEN_S = 2e-5
 
 
 def chunk_run_stream(
-    g, truth, steps, seed, per_draft_s, batch=8, announced=True, running=True, period=PERIOD, chunks=CHUNKS,
+    g,
+    truth,
+    steps,
+    seed,
+    per_draft_s,
+    batch=8,
+    announced=True,
+    running=True,
+    period=PERIOD,
+    chunks=CHUNKS,
     arrivals=None,
 ):
     """K per step and whether the step was next to a chunk. A step next to a chunk costs
