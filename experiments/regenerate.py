@@ -184,6 +184,10 @@ def sim_steps() -> list[Step]:
               "--out", "{q}/noisy-clock-long"),
              "results/noisy-clock-long", minutes=4,
              note="the same clock with 3,000-token prompts in two chunks: steps next to a chunk (issues 17, 18)"),
+        Step("oscillation-actions", "experiments/oscillation_actions.py", ("--out", "results/oscillation-actions"),
+             ("--quick", "--workers", "1", "--out", "{q}/oscillation-actions"), "results/oscillation-actions",
+             minutes=4, note="the sweeps' failing oscillation checks rerun, each oscillation split by the governor's "
+             "action (after the sweeps: it reads them)"),
     ]  # fmt: skip
     # None of them starts vLLM or reads a vLLM run: their scripts' imports are their sources.
     return [dataclasses.replace(s, scope=(s.script,)) for s in steps]
