@@ -219,8 +219,8 @@ def live_steps() -> list[Step]:
                f"results/live-context-{kind}", needs=("vllm",), minutes=minutes,
                note=f"{kind} prompts at concurrency 4, next to the other one (issue 17)")
           for kind, args, minutes in (
-              ("short", ("--input-len", "128"), 10),
-              ("long", ("--input-len", "3000", "--max-model-len", "4096", "--kv-cache-mb", "768"), 20),
+              ("short", ("--input-len", "128"), 30),
+              ("long", ("--input-len", "3000", "--max-model-len", "4096", "--kv-cache-mb", "768"), 35),
           )),
         Step("live-c1-recheck", "experiments/live_sweep.py",
              ("--fresh", "--out", "results/live-c1-recheck", "--concurrency", "1", "--policies", C1_POLICIES),
@@ -247,10 +247,11 @@ C1_POLICIES = "fixed:3,pinned:3,table:[[1,4,3],[5,256,0]],fixed:2,bandit"
 #: The recheck's policies: those the sweep's failing checks at C=2 and 16 compare.
 RECHECK_POLICIES = "nospec,fixed:1,fixed:2,table:[[1,4,3],[5,256,0]],bandit,bandit+prior"
 
-#: The live context points: the same concurrency, policies and output length for short and long prompts.
+#: The live context points: the same concurrency, policies and output length for short and long
+#: prompts, each the median of 3 runs (one run of fixed:2 and fixed:3 differed by 3.5%).
 CONTEXT_POINT = (
     "--concurrency", "4", "--output-len", "200", "--min-requests", "16",
-    "--policies", "nospec,fixed:1,fixed:2,fixed:3,bandit,bandit+context",
+    "--policies", "nospec,fixed:1,fixed:2,fixed:3,bandit,bandit+context", "--repeats", "3",
 )  # fmt: skip
 
 
