@@ -423,9 +423,12 @@ def render_context_mix(report: dict, rel: str) -> str:
 
 def render_live_context(reports: list[tuple[str, dict]]) -> str:
     """The live context points: short and long prompts at one concurrency, bandit and bandit+context."""
+    repeats = {dig(r, "setup", "repeats") for _, r in reports}
+    runs = repeats.pop() if len(repeats) == 1 else None
     lines = [
         "Real vLLM on CPU, short and long prompts at the same concurrency ("
         + ", ".join(f"`{rel}`, {provenance_of(r)}" for rel, r in reports)
+        + (f"; each point the median of {runs} runs" if isinstance(runs, int) and runs > 1 else "")
         + "):",
         "",
         "| prompt tokens | C | best fixed K (tok/s) | bandit / best | bandit+context / best "
