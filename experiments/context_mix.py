@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                 "k_switches_per_1000": {
                     p: float(np.median([r["k_switches_per_1000"] for r in runs[(name, c, p)]])) for p in pols
                 },
+                # Where the cache thrashes, throughput follows preemption more than K's step time.
+                "preemptions": {p: float(np.median([r["preemptions"] for r in runs[(name, c, p)]])) for p in pols},
                 "modal_k_per_quarter_seed0": {p: ks.get((name, c, p)) for p in ("bandit", "bandit+context")},
                 "best_fixed_short_long": best[c][:2],
                 "table_ctx": tables[c],
@@ -249,6 +251,19 @@ def readme(report: dict) -> str:
         row = " | ".join(f"{r['throughput_tok_s'][p]:.0f}" for p in pols)
         bs = ", ".join(r["best_fixed_short_long"])
         lines.append(f"| {name} | {c[1:]} | {row} | {r['context_vs_flat']:.3f} | {bs} |")
+    lines += [
+        "",
+        "Preemptions over each run, warm-up included (median over seeds). Where they grow, the KV cache",
+        "thrashes and throughput follows them more than the step time of K; a governed server also gives",
+        "cache to one FULL graph ladder per K (`graph_ladder_gib`), a fixed-K server to one.",
+        "",
+        "| workload | C | " + " | ".join(pols) + " |",
+        "|---|---:|" + "---:|" * len(pols),
+    ]
+    for key, r in report["results"].items():
+        if "preemptions" in r:
+            name, c = key.split("/")
+            lines.append(f"| {name} | {c[1:]} | " + " | ".join(f"{r['preemptions'][p]:.0f}" for p in pols) + " |")
     lines += ["", "| check | value | status |", "|---|---|---|"]
     lines += [f"| {c['check']} | {c['value']} | {c['status'].upper()} |" for c in report["checks"]]
     lines += [
