@@ -8,13 +8,15 @@ policy ``bandit-per-request``: the same bandit served with ``"per_request": true
 bench client's random prompts end in either half of the vocabulary, so each point serves a mix.
 
     python experiments/live_per_request.py                     # C = 4, 8, 16 (~25 min)
+    python experiments/live_per_request.py --repeats 3         # each point the median of 3 runs
     python experiments/live_per_request.py --quick --out .cache/live-per-request
+
+Every flag of experiments/live_sweep.py is accepted too (``--repeats``, ``--order``, ...).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import re
 import shutil
@@ -32,6 +34,8 @@ from banditk.io.provenance import provenance  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 PER_REQUEST = "bandit-per-request"
 DEFAULT_POLICIES = f"nospec,fixed:1,fixed:2,fixed:3,bandit,{PER_REQUEST}"
+#: Issue 16's live target: per-request throughput at least this times the bandit's at each point.
+VS_BANDIT = 1.0
 #: The per-request governor's share of drafts verified, from its state line in the server log.
 VERIFIED = re.compile(r"verified (\d+)% of drafts, n0=([\d.e+-]+)")
 
@@ -90,6 +94,11 @@ def verified_share(run_dir: Path) -> dict | None:
     return {"verified_share": int(share) / 100, "n0": float(n0)}
 
 
+def per_request_run_dir(args) -> Path:
+    """The per-request server's run folder (:func:`make_server`), also when a resumed run does not start it."""
+    return args.out / "per-request" / "runs" / "bandit"
+
+
 def main(argv=None) -> int:
     own, args = parse_args(argv)
     args.split_agreement = own.agreement
@@ -98,35 +107,22 @@ def main(argv=None) -> int:
     (args.out / "points").mkdir(parents=True, exist_ok=True)
     target, draft = build_split(args)
     made_by = provenance()
-    todo = [(p, c) for p in own.policies for c in args.concurrency]
-    done = {(p, c): args.out / "points" / f"{p.replace(':', '_')}__c{c}.json" for p, c in todo}
-    remaining = [pc for pc in todo if not done[pc].exists()]
-    print(f"live per-request: {len(todo)} points, {len(todo) - len(remaining)} already done; target {target}")
-    progress = live_sweep.Progress(len(remaining))
-    policies = [p for p in own.policies if any((p, c) in remaining for c in args.concurrency)]
-    run_dirs = {}
-    with contextlib.ExitStack() as stack:
-        servers = {p: make_server(p, args, target, draft) for p in policies}
-        for server, _ in servers.values():
-            stack.enter_context(server)
-        for c in args.concurrency:  # interleaved, as the live sweep: a drift hits a point's policies alike
-            for policy in policies:
-                if (policy, c) in remaining:
-                    live_sweep.measure(*servers[policy], policy, c, args, done, progress)
-        run_dirs = {p: run_dir for p, (_, run_dir) in servers.items()}
-    points = [json.loads(f.read_text()) for f in done.values() if f.exists()]
-    report = build_report(points, args, made_by, run_dirs)
+    args.policies = own.policies  # the sweep's own parser does not know the per-request policy
+    points, _ = live_sweep.run_sweep(args, target, draft, server_for=make_server)
+    report = build_report(points, args, made_by, per_request_run_dir(args))
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     report["plots"] = live_sweep.plots(points, args.out)
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     live_sweep.print_table(report)
     for c, r in report["per_request_vs_bandit"].items():
-        print(f"  {c}: {PER_REQUEST} / bandit = {r:.3f}")
+        print(f"  {c}: {PER_REQUEST} / bandit = {r['throughput']:.3f} throughput, {r['tpot_p99']:.3f} p99 TPOT")
     print(f"wrote {args.out / 'report.json'}")
     return 0
 
 
-def build_report(points: list[dict], args, made_by: dict, run_dirs: dict) -> dict:
+def build_report(points: list[dict], args, made_by: dict, per_request_dir: Path) -> dict:
+    """The live sweep's report of ``points``, with the protocol's checks of both bandits and
+    issue 16's own: per-request throughput at least 1.0x the bandit's at each point."""
     per_point: dict[str, dict[str, dict]] = {}
     for p in points:
         per_point.setdefault(f"C={p['concurrency']}", {})[p["policy"]] = p
@@ -137,18 +133,33 @@ def build_report(points: list[dict], args, made_by: dict, run_dirs: dict) -> dic
         if s in med
         for c in point_checks(med, pt, "real", s)
     ]
-    ratio = {
-        pt: med[PER_REQUEST]["throughput_tok_s"] / med["bandit"]["throughput_tok_s"]
-        for pt, med in per_point.items()
-        if PER_REQUEST in med and "bandit" in med
-    }
+    ratio = {}
+    for pt, med in per_point.items():
+        if PER_REQUEST in med and "bandit" in med:
+            mine, theirs = med[PER_REQUEST], med["bandit"]
+            ratio[pt] = {
+                "throughput": mine["throughput_tok_s"] / theirs["throughput_tok_s"],
+                "tpot_p99": mine["tpot_p99_s"] / theirs["tpot_p99_s"],
+            }
+            value = ratio[pt]["throughput"]
+            checks.append(
+                {
+                    "check": "throughput_vs_bandit",
+                    "policy": PER_REQUEST,
+                    "point": pt,
+                    "value": value,
+                    "threshold": VS_BANDIT,
+                    "status": "pass" if value >= VS_BANDIT else "fail",
+                    "note": f"p99 TPOT {ratio[pt]['tpot_p99']:.3f}x the bandit's",
+                }
+            )
     report = live_sweep.build_report(points, args, made_by)
     report.update(
         protocol="docs/evaluation.md, real-vLLM column; per-request verification (issue 16)",
         checks=checks,
         summary=summary(checks),
         per_request_vs_bandit=ratio,
-        per_request_governor=verified_share(run_dirs[PER_REQUEST]) if PER_REQUEST in run_dirs else None,
+        per_request_governor=verified_share(per_request_dir),
     )
     report["setup"].update(split_agreement=list(args.split_agreement), pair="banditk/testing/split_pair.py")
     return report

@@ -234,10 +234,11 @@ def live_steps() -> list[Step]:
               "--repeats", "2"),
              "results/live-recheck", needs=("vllm",), minutes=50,
              note="the sweep's failing points (C=2, 16) again, each the median of 3 runs (issue 18)"),
-        Step("live-per-request", "experiments/live_per_request.py", ("--fresh",),
-             ("--quick", "--fresh", "--out", "{q}/live-per-request"), "results/live-per-request",
-             needs=("vllm",), minutes=25,
-             note="the split pair (requests accepting 90% and 30%), bandit-per-request next to bandit (issue 16)"),
+        Step("live-per-request", "experiments/live_per_request.py", ("--fresh", "--repeats", "3"),
+             ("--quick", "--fresh", "--out", "{q}/live-per-request", "--repeats", "2"), "results/live-per-request",
+             needs=("vllm",), minutes=75,
+             note="the split pair (requests accepting 90% and 30%), bandit-per-request next to bandit, each point "
+             "the median of 3 runs (issue 16)"),
     ]  # fmt: skip
     return [dataclasses.replace(s, scope=(*dict.fromkeys((s.script, *served)),)) for s in steps]
 

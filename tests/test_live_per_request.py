@@ -1,0 +1,91 @@
+"""experiments/live_per_request.py runs on the live sweep's loop: repeats, servers, its checks.
+
+vLLM is not started: the sweep's server and point measurement are replaced by fakes that
+record what they were asked for, so the test checks the script's wiring (which once broke
+when the sweep's measurement changed its arguments) and its report.
+"""
+
+import contextlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vllm")
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+def _load(name):
+    sys.path.insert(0, str(EXPERIMENTS))
+    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture()
+def scripts(monkeypatch, tmp_path):
+    live_sweep = _load("live_sweep")
+    live_per_request = _load("live_per_request")
+    made = []
+
+    def fake_server(policy, args, target, draft):
+        run_dir = args.out / "runs" / policy
+        run_dir.mkdir(parents=True, exist_ok=True)
+        made.append({"policy": policy, "out": args.out, "config": dict(args.governor_config or {})})
+        if args.governor_config.get("per_request"):
+            (run_dir / "server.log").write_text("bandit K=2 | verified 71% of drafts, n0=3.5\n")
+        return contextlib.nullcontext(), run_dir
+
+    # Each run of a point a distinct throughput: the per-request runs 100, 104, 108; the bandit's 100.
+    runs = {}
+
+    def fake_point(server, policy, c, args, run_dir):
+        runs[policy] = runs.get(policy, -1) + 1
+        tput = 100.0 + (4.0 * runs[policy] if policy == "bandit-per-request" else 0.0)
+        return {"policy": policy, "concurrency": c, "throughput_tok_s": tput, "tpot_p99_s": 0.05, "num_prompts": 8}
+
+    monkeypatch.setattr(live_sweep, "make_server", fake_server)
+    monkeypatch.setattr(live_sweep, "run_point", fake_point)
+    monkeypatch.setattr(live_sweep, "plots", lambda points, out: [])
+    monkeypatch.setattr(live_per_request, "build_split", lambda args: ("/target", "/draft"))
+    return live_per_request, made, tmp_path
+
+
+def test_repeats_run_every_policy_and_the_report_checks_per_request_against_the_bandit(scripts):
+    live_per_request, made, out = scripts
+    argv = ["--out", str(out), "--concurrency", "4", "--repeats", "3", "--policies", "bandit,bandit-per-request"]
+    assert live_per_request.main(argv) == 0
+
+    assert sorted(p.name for p in (out / "points").iterdir()) == [
+        f"{p}__c4__r{r}.json" for p in ("bandit-per-request", "bandit") for r in range(3)
+    ]
+    # The per-request policy is the bandit served with per_request on, in a folder of its own.
+    per_request = [m for m in made if m["config"].get("per_request")]
+    assert len(made) == 2 and len(per_request) == 1
+    assert per_request[0]["policy"] == "bandit" and per_request[0]["out"] == out / "per-request"
+
+    report = json.loads((out / "report.json").read_text())
+    assert report["setup"]["repeats"] == 3
+    assert report["per_request_vs_bandit"]["C=4"] == pytest.approx({"throughput": 1.04, "tpot_p99": 1.0})  # 104 / 100
+    check = next(c for c in report["checks"] if c["check"] == "throughput_vs_bandit")
+    assert (check["point"], check["status"], check["threshold"]) == ("C=4", "pass", 1.0)
+    assert report["per_request_governor"] == {"verified_share": 0.71, "n0": 3.5}
+
+
+def test_a_slower_per_request_point_fails_its_check(scripts, monkeypatch):
+    live_per_request, _, out = scripts
+    live_sweep = sys.modules["live_sweep"]
+
+    def slower(server, policy, c, args, run_dir):
+        tput = 95.0 if policy == "bandit-per-request" else 100.0
+        return {"policy": policy, "concurrency": c, "throughput_tok_s": tput, "tpot_p99_s": 0.05, "num_prompts": 8}
+
+    monkeypatch.setattr(live_sweep, "run_point", slower)
+    live_per_request.main(["--out", str(out), "--concurrency", "8", "--policies", "bandit,bandit-per-request"])
+    report = json.loads((out / "report.json").read_text())
+    check = next(c for c in report["checks"] if c["check"] == "throughput_vs_bandit")
+    assert check["status"] == "fail" and check["value"] == pytest.approx(0.95)
