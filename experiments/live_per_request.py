@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import live_sweep  # noqa: E402
 
-from banditk.evaluation import point_checks, summary  # noqa: E402
+from banditk.evaluation import point_checks, record, summary  # noqa: E402
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
 
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     target, draft = build_split(args)
     made_by = provenance()
     args.policies = own.policies  # the sweep's own parser does not know the per-request policy
-    points, _ = live_sweep.run_sweep(args, target, draft, server_for=make_server)
+    points = live_sweep.run_sweep(args, target, draft, server_for=make_server)
     report = build_report(points, args, made_by, per_request_run_dir(args))
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     report["plots"] = live_sweep.plots(points, args.out)
@@ -141,18 +141,9 @@ def build_report(points: list[dict], args, made_by: dict, per_request_dir: Path)
                 "throughput": mine["throughput_tok_s"] / theirs["throughput_tok_s"],
                 "tpot_p99": mine["tpot_p99_s"] / theirs["tpot_p99_s"],
             }
-            value = ratio[pt]["throughput"]
-            checks.append(
-                {
-                    "check": "throughput_vs_bandit",
-                    "policy": PER_REQUEST,
-                    "point": pt,
-                    "value": value,
-                    "threshold": VS_BANDIT,
-                    "status": "pass" if value >= VS_BANDIT else "fail",
-                    "note": f"p99 TPOT {ratio[pt]['tpot_p99']:.3f}x the bandit's",
-                }
-            )
+            value, tpot = ratio[pt]["throughput"], ratio[pt]["tpot_p99"]
+            note = f"p99 TPOT {tpot:.3f}x the bandit's"
+            checks.append(record("throughput_vs_bandit", PER_REQUEST, pt, value, VS_BANDIT, value >= VS_BANDIT, note))
     report = live_sweep.build_report(points, args, made_by)
     report.update(
         protocol="docs/evaluation.md, real-vLLM column; per-request verification (issue 16)",

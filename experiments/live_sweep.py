@@ -466,7 +466,7 @@ def main(argv=None) -> int:
     # The code that measures is the code at the start: a commit made during a long sweep
     # must not be credited with it.
     made_by = provenance()
-    points, _ = run_sweep(args, target, draft)
+    points = run_sweep(args, target, draft)
     report = build_report(points, args, made_by)
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     report["plots"] = plots(points, args.out)
@@ -476,9 +476,8 @@ def main(argv=None) -> int:
     return 0
 
 
-def run_sweep(args, target: str, draft: str, server_for=None) -> tuple[list[dict], dict[str, Path]]:
-    """Measure every run of ``args``' points not saved yet; the report's points and each
-    policy's run folder.
+def run_sweep(args, target: str, draft: str, server_for=None) -> list[dict]:
+    """Measure every run of ``args``' points not saved yet; return the report's points.
 
     ``server_for(policy, args, target, draft)`` makes a policy's (unstarted) server and run
     folder (default :func:`make_server`); experiments/live_per_request.py serves one more
@@ -494,15 +493,14 @@ def run_sweep(args, target: str, draft: str, server_for=None) -> tuple[list[dict
         flush=True,
     )
     progress = Progress(len(remaining))
-    run_dirs: dict[str, Path] = {}
     if args.order == "policy":
         for policy in args.policies:
             pending = [key for key in remaining if key[0] == policy]
             if pending:
-                server, run_dirs[policy] = server_for(policy, args, target, draft)
+                server, run_dir = server_for(policy, args, target, draft)
                 with server:
                     for key in pending:
-                        measure(server, run_dirs[policy], key, args, done_files, progress)
+                        measure(server, run_dir, key, args, done_files, progress)
     else:
         # Every policy's server up at once (idle ones cost memory, not CPU), then each
         # concurrency point measured for every policy in turn: a machine that slows down or
@@ -513,13 +511,12 @@ def run_sweep(args, target: str, draft: str, server_for=None) -> tuple[list[dict
             servers = {p: server_for(p, args, target, draft) for p in policies}
             for server, _ in servers.values():
                 stack.enter_context(server)
-            run_dirs = {p: run_dir for p, (_, run_dir) in servers.items()}
             for c in args.concurrency:
                 for r in range(args.repeats):
                     for policy in policies:
                         if (policy, c, r) in remaining:
                             measure(*servers[policy], (policy, c, r), args, done_files, progress)
-    return collected_points(done_files, args.repeats), run_dirs
+    return collected_points(done_files, args.repeats)
 
 
 def collected_points(done_files: dict, repeats: int) -> list[dict]:
