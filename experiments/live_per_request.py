@@ -11,6 +11,13 @@ bench client's random prompts end in either half of the vocabulary, so each poin
     python experiments/live_per_request.py --repeats 3         # each point the median of 3 runs
     python experiments/live_per_request.py --quick --out .cache/live-per-request
 
+``bandit-per-request:K`` is the per-request governor with its inner arm set pinned to K
+(``"k_set": [K]``): next to ``pinned:K`` (the plugin pinned to K, no cuts) it prices the cuts
+alone, apart from the K the inner bandit chooses:
+
+    python experiments/live_per_request.py --concurrency 8 --repeats 3 \
+        --policies pinned:1,pinned:2,bandit,bandit-per-request,bandit-per-request:1,bandit-per-request:2
+
 Every flag of experiments/live_sweep.py is accepted too (``--repeats``, ``--order``, ...).
 """
 
@@ -53,9 +60,13 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, argparse.Namespace]:
     if len(own.agreement) != 2:
         p.error(f"--agreement {own.agreement}: give two shares, high,low")
     policies = [x for x in own.policies.split(",") if x]
-    served = [x for x in policies if x != PER_REQUEST]
+    served = [x for x in policies if not is_per_request(x)]
     sweep_argv = ["--out", str(own.out), "--concurrency", own.concurrency, "--policies", ",".join(served or ["bandit"])]
     sweep = live_sweep.parse_args([*sweep_argv, *(["--quick"] if own.quick else []), *rest])
+    for policy in policies:  # a bad K fails here, before any server starts
+        k = inner_k(policy) if is_per_request(policy) else None
+        if k is not None and k > sweep.k_max:
+            raise SystemExit(f"--policies: {policy!r}: K={k} is above --k-max {sweep.k_max}")
     own.policies = policies
     return own, sweep
 
@@ -74,13 +85,40 @@ def build_split(args) -> tuple[str, str]:
     return pair.target, pair.draft
 
 
+def is_per_request(policy: str) -> bool:
+    return policy == PER_REQUEST or policy.startswith(PER_REQUEST + ":")
+
+
+def inner_k(policy: str) -> int | None:
+    """K of ``bandit-per-request:K`` (the inner arm set pinned to K), None for the free one.
+
+    >>> inner_k("bandit-per-request"), inner_k("bandit-per-request:2")
+    (None, 2)
+    """
+    if policy == PER_REQUEST:
+        return None
+    k = policy.split(":", 1)[1]
+    if not k.isdigit():
+        raise SystemExit(f"--policies: {policy!r} needs a K >= 0 after the colon, e.g. {PER_REQUEST}:2")
+    return int(k)
+
+
+def per_request_out(args, policy: str) -> Path:
+    """The folder of a per-request policy's server: ``per-request`` or ``per-request-k<K>``."""
+    k = inner_k(policy)
+    return args.out / ("per-request" if k is None else f"per-request-k{k}")
+
+
 def make_server(policy: str, args, target: str, draft: str):
-    """The live sweep's server of ``policy``; the per-request one is its bandit with
-    ``"per_request": true``, in a run folder of its own."""
-    if policy != PER_REQUEST:
+    """The live sweep's server of ``policy``; a per-request one is its bandit with
+    ``"per_request": true`` (and ``"k_set": [K]`` for ``:K``), in a run folder of its own."""
+    if not is_per_request(policy):
         return live_sweep.make_server(policy, args, target, draft)
     config = {**(args.governor_config or {}), "per_request": True}
-    own = argparse.Namespace(**{**vars(args), "out": args.out / "per-request", "governor_config": config})
+    k = inner_k(policy)
+    if k is not None:
+        config["k_set"] = [k]
+    own = argparse.Namespace(**{**vars(args), "out": per_request_out(args, policy), "governor_config": config})
     return live_sweep.make_server("bandit", own, target, draft)
 
 
@@ -94,9 +132,9 @@ def verified_share(run_dir: Path) -> dict | None:
     return {"verified_share": int(share) / 100, "n0": float(n0)}
 
 
-def per_request_run_dir(args) -> Path:
-    """The per-request server's run folder (:func:`make_server`), also when a resumed run does not start it."""
-    return args.out / "per-request" / "runs" / "bandit"
+def per_request_run_dir(args, policy: str = PER_REQUEST) -> Path:
+    """A per-request server's run folder (:func:`make_server`), also when a resumed run does not start it."""
+    return per_request_out(args, policy) / "runs" / "bandit"
 
 
 def main(argv=None) -> int:
@@ -109,20 +147,28 @@ def main(argv=None) -> int:
     made_by = provenance()
     args.policies = own.policies  # the sweep's own parser does not know the per-request policy
     points = live_sweep.run_sweep(args, target, draft, server_for=make_server)
-    report = build_report(points, args, made_by, per_request_run_dir(args))
+    pinned = {p: per_request_run_dir(args, p) for p in own.policies if is_per_request(p) and p != PER_REQUEST}
+    report = build_report(points, args, made_by, per_request_run_dir(args), pinned)
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     report["plots"] = live_sweep.plots(points, args.out)
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     live_sweep.print_table(report)
     for c, r in report["per_request_vs_bandit"].items():
         print(f"  {c}: {PER_REQUEST} / bandit = {r['throughput']:.3f} throughput, {r['tpot_p99']:.3f} p99 TPOT")
+    for policy, r in report.get("per_request_pinned", {}).items():
+        ratios = ", ".join(f"{pt} {v:.3f}" for pt, v in r["throughput_vs"].items())
+        print(f"  {policy} / {r['vs']}: {ratios or 'no point has both'}; {r['governor']}")
     print(f"wrote {args.out / 'report.json'}")
     return 0
 
 
-def build_report(points: list[dict], args, made_by: dict, per_request_dir: Path) -> dict:
+def build_report(points: list[dict], args, made_by: dict, per_request_dir: Path, pinned_dirs=None) -> dict:
     """The live sweep's report of ``points``, with the protocol's checks of both bandits and
-    issue 16's own: per-request throughput at least 1.0x the bandit's at each point."""
+    issue 16's own: per-request throughput at least 1.0x the bandit's at each point.
+
+    ``pinned_dirs`` ({``bandit-per-request:K``: run folder}) adds, per such policy, its share
+    of drafts verified and its throughput over ``pinned:K``'s at each point: the cuts' own worth
+    at one K, informational (no check)."""
     per_point: dict[str, dict[str, dict]] = {}
     for p in points:
         per_point.setdefault(f"C={p['concurrency']}", {})[p["policy"]] = p
@@ -152,6 +198,20 @@ def build_report(points: list[dict], args, made_by: dict, per_request_dir: Path)
         per_request_vs_bandit=ratio,
         per_request_governor=verified_share(per_request_dir),
     )
+    pinned = {}
+    for policy, run_dir in (pinned_dirs or {}).items():
+        twin = f"pinned:{inner_k(policy)}"
+        pinned[policy] = {
+            "governor": verified_share(run_dir),
+            "vs": twin,
+            "throughput_vs": {
+                pt: med[policy]["throughput_tok_s"] / med[twin]["throughput_tok_s"]
+                for pt, med in per_point.items()
+                if policy in med and twin in med
+            },
+        }
+    if pinned:
+        report["per_request_pinned"] = pinned
     report["setup"].update(split_agreement=list(args.split_agreement), pair="banditk/testing/split_pair.py")
     return report
 

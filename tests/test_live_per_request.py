@@ -89,3 +89,35 @@ def test_a_slower_per_request_point_fails_its_check(scripts, monkeypatch):
     report = json.loads((out / "report.json").read_text())
     check = next(c for c in report["checks"] if c["check"] == "throughput_vs_bandit")
     assert check["status"] == "fail" and check["value"] == pytest.approx(0.95)
+
+
+def test_a_pinned_per_request_policy_runs_the_inner_bandit_on_one_k_next_to_pinned(scripts, monkeypatch):
+    live_per_request, made, out = scripts
+    live_sweep = sys.modules["live_sweep"]
+
+    def point(server, policy, c, args, run_dir):
+        tput = {"bandit-per-request:2": 90.0, "pinned:2": 100.0}.get(policy, 80.0)
+        return {"policy": policy, "concurrency": c, "throughput_tok_s": tput, "tpot_p99_s": 0.05, "num_prompts": 8}
+
+    monkeypatch.setattr(live_sweep, "run_point", point)
+    policies = "pinned:2,bandit,bandit-per-request,bandit-per-request:2"
+    assert live_per_request.main(["--out", str(out), "--concurrency", "8", "--policies", policies]) == 0
+    pinned = next(m for m in made if m["config"].get("k_set"))
+    assert pinned["config"]["k_set"] == [2] and pinned["config"]["per_request"] and pinned["policy"] == "bandit"
+    assert pinned["out"] == out / "per-request-k2"
+    free = next(m for m in made if m["config"].get("per_request") and "k_set" not in m["config"])
+    assert free["out"] == out / "per-request"
+    report = json.loads((out / "report.json").read_text())
+    entry = report["per_request_pinned"]["bandit-per-request:2"]
+    assert entry["vs"] == "pinned:2" and entry["throughput_vs"] == {"C=8": pytest.approx(0.9)}
+    assert entry["governor"] == {"verified_share": 0.71, "n0": 3.5}
+    # Only the free per-request policy is checked against the bandit.
+    assert [c["policy"] for c in report["checks"] if c["check"] == "throughput_vs_bandit"] == ["bandit-per-request"]
+
+
+@pytest.mark.parametrize("policy", ["bandit-per-request:x", "bandit-per-request:9"])
+def test_a_bad_pinned_k_is_refused_before_any_server_starts(scripts, policy):
+    live_per_request, made, out = scripts
+    with pytest.raises(SystemExit, match="bandit-per-request"):
+        live_per_request.main(["--out", str(out), "--concurrency", "8", "--policies", f"bandit,{policy}"])
+    assert made == []
