@@ -15,7 +15,7 @@ bench client's random prompts end in either half of the vocabulary, so each poin
 (``"k_set": [K]``): next to ``pinned:K`` (the plugin pinned to K, no cuts) it prices the cuts
 alone, apart from the K the inner bandit chooses:
 
-    python experiments/live_per_request.py --concurrency 8 --repeats 3 \
+    python experiments/live_per_request.py --concurrency 4,8 --repeats 3 --out results/live-per-request-pinned \\
         --policies pinned:1,pinned:2,bandit,bandit-per-request,bandit-per-request:1,bandit-per-request:2
 
 Every flag of experiments/live_sweep.py is accepted too (``--repeats``, ``--order``, ...).
