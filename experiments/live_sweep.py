@@ -505,7 +505,9 @@ def run_sweep(args, target: str, draft: str, server_for=None) -> list[dict]:
         # Every policy's server up at once (idle ones cost memory, not CPU), then each
         # concurrency point measured for every policy in turn: a machine that slows down or
         # speeds up over the sweep shifts the policies of one point alike, and the checks
-        # compare policies within a point. Repeats of a point come in rounds over the policies.
+        # compare policies within a point. Repeats of a point come in rounds over the policies,
+        # each round's order rotated: this machine's speed also drifts within a round
+        # (docs/decisions.md), and a fixed order would hand the same policy the same slot.
         policies = list(dict.fromkeys(key[0] for key in remaining))
         with contextlib.ExitStack() as stack:
             servers = {p: server_for(p, args, target, draft) for p in policies}
@@ -513,10 +515,21 @@ def run_sweep(args, target: str, draft: str, server_for=None) -> list[dict]:
                 stack.enter_context(server)
             for c in args.concurrency:
                 for r in range(args.repeats):
-                    for policy in policies:
+                    for policy in round_order(policies, r, args.repeats):
                         if (policy, c, r) in remaining:
                             measure(*servers[policy], (policy, c, r), args, done_files, progress)
     return collected_points(done_files, args.repeats)
+
+
+def round_order(policies: list[str], r: int, repeats: int) -> list[str]:
+    """Round ``r``'s order of the policies: rotated so that over the rounds each policy's slot
+    spreads over the round (first, last, middle).
+
+    >>> [round_order(list("abcdef"), r, 3) for r in range(3)]
+    [['a', 'b', 'c', 'd', 'e', 'f'], ['c', 'd', 'e', 'f', 'a', 'b'], ['e', 'f', 'a', 'b', 'c', 'd']]
+    """
+    shift = (r * len(policies)) // max(repeats, 1)
+    return policies[shift:] + policies[:shift]
 
 
 def collected_points(done_files: dict, repeats: int) -> list[dict]:

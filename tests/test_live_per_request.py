@@ -70,7 +70,10 @@ def test_repeats_run_every_policy_and_the_report_checks_per_request_against_the_
 
     report = json.loads((out / "report.json").read_text())
     assert report["setup"]["repeats"] == 3
-    assert report["per_request_vs_bandit"]["C=4"] == pytest.approx({"throughput": 1.04, "tpot_p99": 1.0})  # 104 / 100
+    # 104 / 100; paired by round: 100/100, 104/100, 108/100
+    assert report["per_request_vs_bandit"]["C=4"] == pytest.approx(
+        {"throughput": 1.04, "tpot_p99": 1.0, "throughput_paired": 1.04}
+    )
     check = next(c for c in report["checks"] if c["check"] == "throughput_vs_bandit")
     assert (check["point"], check["status"], check["threshold"]) == ("C=4", "pass", 1.0)
     assert report["per_request_governor"] == {"verified_share": 0.71, "n0": 3.5}
@@ -121,3 +124,25 @@ def test_a_bad_pinned_k_is_refused_before_any_server_starts(scripts, policy):
     with pytest.raises(SystemExit, match="bandit-per-request"):
         live_per_request.main(["--out", str(out), "--concurrency", "8", "--policies", f"bandit,{policy}"])
     assert made == []
+
+
+def test_rounds_rotate_the_policy_order_and_the_paired_ratio_compares_within_a_round(scripts, monkeypatch):
+    # The machine doubles its speed from round to round, and the per-request policy is 10% slower
+    # in the second round only: the paired ratio is the median of each round's own comparison.
+    live_per_request, _, out = scripts
+    live_sweep = sys.modules["live_sweep"]
+    order, rounds = [], {}
+
+    def drifting(server, policy, c, args, run_dir):
+        order.append(policy)
+        r = rounds[policy] = rounds.get(policy, -1) + 1
+        tput = 100.0 * 2**r * (0.9 if policy == "bandit-per-request" and r == 1 else 1.0)
+        return {"policy": policy, "concurrency": c, "throughput_tok_s": tput, "tpot_p99_s": 0.05, "num_prompts": 8}
+
+    monkeypatch.setattr(live_sweep, "run_point", drifting)
+    argv = ["--out", str(out), "--concurrency", "4", "--repeats", "2", "--policies", "bandit,bandit-per-request"]
+    live_per_request.main(argv)
+    assert order == ["bandit", "bandit-per-request", "bandit-per-request", "bandit"]
+    ratio = json.loads((out / "report.json").read_text())["per_request_vs_bandit"]["C=4"]
+    assert ratio["throughput"] == pytest.approx((100 + 180) / (100 + 200))  # medians of 2 runs: their means
+    assert ratio["throughput_paired"] == pytest.approx((1.0 + 0.9) / 2)
