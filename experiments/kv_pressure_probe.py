@@ -46,7 +46,8 @@ def _job(a):
         context_mix._scenario("longtail", c, steps), spec, seed=seed, steps=steps, warmup=WARMUP,
         governor_config=config, keep_trace=True,
     )  # fmt: skip
-    return name, c, seed, res.summary["throughput_tok_s"], int(res.trace.preemptions.sum()), res.summary["server_mode"]
+    s = res.summary
+    return name, c, seed, s["throughput_tok_s"], int(res.trace.preemptions.sum()), s["server_mode"], s["mean_k"]
 
 
 def main(argv=None) -> int:
@@ -78,6 +79,7 @@ def main(argv=None) -> int:
                 "throughput_median": float(np.median(tput)),
                 "throughput_range": [float(tput.min()), float(tput.max())],
                 "preemptions_median": float(np.median(pre)),
+                "mean_k_median": float(np.median([r[6] for r in runs])),
                 "throughput_per_seed": tput.round(2).tolist(),
             }
     report = {
@@ -98,7 +100,7 @@ def main(argv=None) -> int:
             lo, hi = r["throughput_range"]
             print(
                 f"  {name:20s} {r['server_mode']:12s} median {r['throughput_median']:6.1f} tok/s "
-                f"(range {lo:6.1f}-{hi:6.1f}), preemptions {r['preemptions_median']:.0f}"
+                f"(range {lo:6.1f}-{hi:6.1f}), preemptions {r['preemptions_median']:.0f}, mean K {r['mean_k_median']:.2f}"
             )
     print(f"wrote {args.out / 'report.json'}")
     return 0
