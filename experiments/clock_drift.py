@@ -66,7 +66,7 @@ def server_drift(telemetry: Path, batch: int) -> dict:
         for s in segments(rows)
     ]
     # The drift: one K every segment played most, its median step relative to the first segment's.
-    common = set.intersection(*(set(s["by_k"]) for s in segs)) if segs else set()
+    common = set.intersection(*(set(s["by_k"]) for s in segs))
     if common:
         k = max(common, key=lambda key: sum(s["by_k"][key]["steps"] for s in segs))
         first = segs[0]["by_k"][k]["step_ms"]

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("experiments_clock_drift", ROOT / "experiments" / "clock_drift.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from experiment_scripts import load
 
 
 def test_drift_is_the_played_k_step_time_per_run_relative_to_the_first(tmp_path):
-    clock_drift = _load()
+    clock_drift = load("clock_drift")
     rows = []
     for run, (t0, speed) in enumerate(((0.0, 1.0), (100.0, 0.5))):
         for i in range(40):

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load():
-    sys.path.insert(0, str(ROOT / "experiments"))
-    spec = importlib.util.spec_from_file_location(
-        "experiments_kv_pressure_probe", ROOT / "experiments" / "kv_pressure_probe.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from experiment_scripts import load
 
 
 def test_a_pinned_bandit_runs_the_governed_mode_next_to_the_static_fixed_k(tmp_path):
-    probe = _load()
+    probe = load("kv_pressure_probe")
     variants = [["fixed:1", "fixed:1", None], ["bandit k=1", "bandit", {"k_set": [1]}]]
     argv = ["--concurrency", "32", "--seeds", "2", "--steps", "400", "--workers", "1", "--out", str(tmp_path)]
     assert probe.main([*argv, "--variants", json.dumps(variants)]) == 0

@@ -6,30 +6,20 @@ when the sweep's measurement changed its arguments) and its report.
 """
 
 import contextlib
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
+from experiment_scripts import load
 
 pytest.importorskip("vllm")
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
-
-
-def _load(name):
-    sys.path.insert(0, str(EXPERIMENTS))
-    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture()
 def scripts(monkeypatch, tmp_path):
-    live_sweep = _load("live_sweep")
-    live_per_request = _load("live_per_request")
+    # By their own names: live_per_request imports live_sweep, whose functions the test replaces.
+    live_sweep = load("live_sweep", "live_sweep")
+    live_per_request = load("live_per_request", "live_per_request")
     made = []
 
     def fake_server(policy, args, target, draft):
