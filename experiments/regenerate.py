@@ -44,7 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "experiments"))
+# This tree's banditk, not whichever an editable install points at (another checkout's).
+sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
 
 import source_closure  # noqa: E402
 
@@ -364,6 +365,9 @@ def run_logged(argv: list[str], log: Path) -> int:
     """Run ``argv`` in the root, its output to the terminal and to ``log``; return its exit code."""
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"}
+    # Each step imports this tree's banditk: a script that does not put the root on its path
+    # would get the editable install's, which may be another checkout, and make its reports.
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     with (
         log.open("wb") as f,
         subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc,

@@ -7,6 +7,7 @@ files each import form brings in; the stamping and staleness tests use this tree
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,17 @@ def test_stamp_reports_stamps_only_reports_of_this_tree(tmp_path):
     assert stamped["x"] == [1, 2] and ours.read_text().startswith('{\n "provenance"')  # indent kept
     assert {p: p.read_text() for p in (other, dirty)} == texts
     assert regen.stamp_reports(regen.Step("live", "x.py", (), None, str(tmp_path / "out"))) == []  # no scope
+
+
+def test_a_step_imports_this_trees_banditk_whatever_the_path_says(tmp_path, monkeypatch):
+    # An editable install may point at another checkout; a script that does not put the root
+    # on its path would import that one's banditk and make this tree's reports with it.
+    write(tmp_path, "elsewhere/banditk/__init__.py")
+    script = write(tmp_path, "probe/where.py", "import banditk\nprint(banditk.__file__)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "elsewhere"))
+    log = tmp_path / "where.log"
+    assert regen.run_logged([sys.executable, str(script)], log) == 0
+    assert Path(log.read_text().split()[-1]) == regen.ROOT / "banditk" / "__init__.py"
 
 
 def test_a_report_without_provenance_gets_the_one_taken_before_its_step(tmp_path):
