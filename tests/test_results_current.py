@@ -12,8 +12,11 @@ The rest test the renderer and the regenerate plan on small synthetic reports.
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
+import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -102,6 +105,36 @@ def test_quoted_reports_were_made_by_this_tree():
         + ".\n"
         + "\n".join(stale)
     )
+
+
+def closure_at(commit: str, entries: tuple[str, ...], workdir: Path) -> dict:
+    """The closure stamp of ``entries`` in the tree of ``commit`` (extracted under ``workdir``)."""
+    tar = subprocess.run(
+        ["git", "archive", commit, "banditk", "experiments", "tests", "pyproject.toml"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        t.extractall(workdir, filter="data")
+    return regen.source_closure.stamp_for(entries, workdir)
+
+
+def test_each_quoted_reports_stamp_is_the_closure_of_the_commit_it_records(tmp_path):
+    # The stamp is the closure of the tree regenerate ran in, the commit that of the banditk the
+    # step imported: they differ when a step imported another checkout's banditk (an editable
+    # install), and the report would pass as current though other sources made it.
+    for path in rr.quoted_reports():
+        made = rr.load_report(path).get("provenance") or {}
+        stamp, commit = made.get("closure"), made.get("commit")
+        if not isinstance(stamp, dict):
+            continue  # checked against the whole of banditk/ above
+        known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True)
+        if known.returncode != 0:
+            pytest.skip(f"commit {commit} is not in this clone (shallow?)")
+        again = closure_at(commit, tuple(stamp["entries"]), tmp_path / commit)
+        assert again["sha256"] == stamp["sha256"], (
+            f"{path.relative_to(ROOT)}: stamped with a closure that is not its commit {commit[:7]}'s: "
+            "remake it with `python experiments/regenerate.py` in this tree"
+        )
 
 
 # ---- the renderer, on synthetic reports ----------------------------------------------------------
