@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from banditk.sim.engine import DECODE, WAITING
 from banditk.sim.run import run_policy
 from banditk.sim.scenario import parse_scenario
 
@@ -157,11 +158,11 @@ def test_admission_reserves_the_lookahead_of_the_servers_mode(base_dict):
     admitted = {}
     for lookahead in (1, 2):
         sim = simulator_for(scn, "fixed:1")
-        sim.state[0], sim.prompt[0], sim.gen[0], sim.out_len[0] = 2, 500, 10, 180  # DECODE
+        sim.state[0], sim.prompt[0], sim.gen[0], sim.out_len[0] = DECODE, 500, 10, 180
         sim.computed[0] = 509
         sim._lookahead = lookahead
         sim.step()
-        admitted[lookahead] = int(sim.state[1]) != 3  # not WAITING
+        admitted[lookahead] = int(sim.state[1]) != WAITING
     assert admitted == {1: True, 2: False}
 
 
