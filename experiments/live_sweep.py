@@ -28,7 +28,6 @@ import math
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -304,23 +303,17 @@ def prior_for(args) -> Path:
                 "bandit+prior needs --prior, or the bandit run's snapshot: put bandit before bandit+prior "
                 "and use --order policy."
             )
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "banditk.tools.cli",
-                "prior",
-                "import",
-                str(snap),
-                "-o",
-                str(prior),
-                "--strength",
-                "200",
-                "--hardware",
-                "cpu-2core",
-            ],
-            check=True,
-        )
+        # In process, as `banditk prior import SNAP -o PRIOR --strength 200 --hardware cpu-2core`
+        # does it: through the CLI the report would depend on every subcommand's sources (the
+        # simulator's included, experiments/source_closure.py).
+        import dataclasses
+
+        from banditk.governor.snapshot import prior_from_snapshot
+        from banditk.io.priorfile import read_json, save_prior
+
+        imported = prior_from_snapshot(read_json(snap), strength=200, name=str(snap))
+        imported.key = dataclasses.replace(imported.key, hardware="cpu-2core")
+        save_prior(prior, imported)
     return prior
 
 

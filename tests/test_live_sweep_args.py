@@ -75,3 +75,29 @@ def test_repeats_must_be_positive(capsys):
     with pytest.raises(SystemExit):
         live_sweep.parse_args(["--repeats", "0"])
     assert "--repeats must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_bandit_prior_is_the_bandit_runs_snapshot_imported_for_this_machine(tmp_path):
+    from streams import trained_governor
+
+    from banditk.governor.snapshot import save_snapshot
+    from banditk.io.priorfile import load_prior
+
+    out = tmp_path / "sweep"
+    (out / "runs" / "bandit").mkdir(parents=True)
+    save_snapshot(out / "runs" / "bandit" / "snapshot.json", trained_governor(0, 400, (1, 8)))
+    # Not the default models: no shipped prior applies, the snapshot is imported.
+    args = live_sweep.parse_args(["--out", str(out), "--hidden", "512"])
+    path = live_sweep.prior_for(args)
+    prior = load_prior(path)
+    assert path == out / "runs" / "bandit_prior.json"
+    assert prior.key.hardware == "cpu-2core" and prior.strength_cap == 200
+
+
+def test_the_sweeps_reports_do_not_depend_on_the_simulator():
+    # What the sweep runs (and imports) reaches neither the simulator nor the CLI that loads it,
+    # so a simulator change leaves the live reports current (experiments/source_closure.py).
+    from experiment_scripts import load
+
+    files = load("source_closure").closure(Path(live_sweep.__file__).resolve())
+    assert files and not [f for f in files if f.parent.name in ("sim", "fit", "tools")]

@@ -4,8 +4,10 @@ One call of :meth:`Simulator.step` is one vLLM scheduler step:
 
 1. arrivals (closed loop refills to the concurrency; open loop draws Poisson
    arrival times) enter the waiting queue;
-2. decoding requests are scheduled first, then prefill chunks from the queue
-   within ``max_num_batched_tokens`` and the free KV cache;
+2. decoding requests are scheduled first (charged ``1 + K`` tokens of the budget and
+   their lookahead of the cache, as of the step before), then prefill chunks from the
+   queue within ``max_num_batched_tokens`` and the free KV cache; a waiting request is
+   admitted only if its whole sequence fits (vLLM's ``scheduler_reserve_full_isl``);
 3. the policy is asked for K (prefill-only steps ask nothing), each decoding
    request reserves ``1 + K_max`` slots (``1 + K`` for a static K, as vLLM reserves
    lookahead for ``num_speculative_tokens``), and the newest requests are
@@ -291,6 +293,11 @@ class Simulator:
         # vLLM fixes a step's K while scheduling the step before: the prompts it can see then
         # are those that had arrived by that step's start, and that step's chunk is known.
         self._decided_at, self._last_chunk_tokens = -math.inf, 0
+        # The K the decoders verify and the lookahead they reserve, as of the last step: what
+        # the scheduler charges them before it admits prompts (vLLM schedules running requests
+        # first, with the drafts the step before proposed and the mode's lookahead).
+        self._last_k = self.k_max if self.spec else 0
+        self._lookahead = self.k_max if self.spec else 0
         self.step_idx = 0
         self._seq = 0
         self._next_arrival = self._draw_interarrival() if self.wl.get("arrival_rate") else math.inf
@@ -494,18 +501,21 @@ class Simulator:
         if cand_mask.any():
             cand = np.flatnonzero(cand_mask)
             cand = cand[np.lexsort((self.arrival[cand], st[cand] != PREFILL))]
-            budget = wl["max_num_batched_tokens"] - dec.size * (1 + k_max)
-            free = self.kv_cap - used - dec.size * (1 + k_max)
+            budget = wl["max_num_batched_tokens"] - dec.size * (1 + self._last_k)
+            free = self.kv_cap - used - dec.size * (1 + self._lookahead)
             running = int(((st == DECODE) | (st == PREFILL)).sum())
             ci, cs = [], []
             for r in cand:
                 if budget <= 0 or free <= 0:
                     break
+                need = int(self.prompt[r] + self.gen[r] - self.computed[r])
                 if st[r] == WAITING:
-                    if running >= wl["max_num_seqs"]:
+                    # vLLM admits a request only if its whole sequence fits the free cache,
+                    # not only its first chunk (`scheduler_reserve_full_isl`, on by default),
+                    # and stops at the first that does not (first come, first served).
+                    if running >= wl["max_num_seqs"] or need > free:
                         break
                     running += 1
-                need = int(self.prompt[r] + self.gen[r] - self.computed[r])
                 c = min(need, budget, free)
                 ci.append(r)
                 cs.append(c)
@@ -550,6 +560,7 @@ class Simulator:
             # Lookahead slots; preempt the newest while the cache overflows. vLLM reserves
             # them for num_speculative_tokens: K_max in dynamic mode whatever K is drafted.
             lookahead = (k_max if self.dynamic else k) if self.spec else 0
+            self._last_k, self._lookahead = k, lookahead
             while used + n_dec * (1 + lookahead) + int(chunks.sum()) > self.kv_cap:
                 if not self._preempt_one():
                     break

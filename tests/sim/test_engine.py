@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from banditk.sim.engine import DECODE, WAITING
 from banditk.sim.run import run_policy
 from banditk.sim.scenario import parse_scenario
 
@@ -120,3 +121,54 @@ def test_oracle_does_not_overdraft_in_prefill_steps():
     o = run_policy(s, "oracle", seed=0, steps=900, warmup=100).summary
     best = max(run_policy(s, f"fixed:{k}", seed=0, steps=900, warmup=100).summary["throughput_tok_s"] for k in (1, 2))
     assert o["throughput_tok_s"] >= 0.99 * best
+
+
+# ---- admission: what vLLM's scheduler charges running requests before it admits prompts ----
+
+
+def test_a_request_waits_until_its_whole_sequence_fits(base_dict):
+    # Room for one request (512 + 180 + lookahead), not two. vLLM admits a request only if its
+    # whole sequence fits the free cache (`scheduler_reserve_full_isl`): the second waits for
+    # the first to finish rather than start in chunks and be preempted.
+    base_dict["workload"].update(concurrency=2, max_num_batched_tokens=64, kv_capacity_tokens=900)
+    sim, tr, done = _run(parse_scenario(base_dict), "fixed:2", steps=500)
+    assert tr.preemptions.sum() == 0
+    assert len(done.finish) >= 2
+    # Each request starts after the one before it finished.
+    assert all(b > a for a, b in zip(done.finish, done.first[1:], strict=False))
+
+
+@pytest.mark.parametrize("spec,k", [("nospec", 0), ("fixed:1", 1)])
+def test_decoders_take_the_budget_of_the_drafts_they_verify(base_dict, spec, k):
+    # Each decoder is scheduled 1 + K tokens (K = this server's drafts, not K_max); prompts
+    # get the rest of max_num_batched_tokens.
+    base_dict["workload"].update(concurrency=8, max_num_batched_tokens=64)
+    _, tr, _ = _run(parse_scenario(base_dict), spec, steps=400)
+    mixed = (tr.prefill > 0) & (tr.n_dec > 0)
+    assert mixed.sum() > 20
+    charged = tr.prefill[mixed] + tr.n_dec[mixed] * (1 + k)
+    assert charged.max() == 64 and np.all(charged <= 64)
+
+
+def test_admission_reserves_the_lookahead_of_the_servers_mode(base_dict):
+    # One decoder at 510 tokens; a 380-token prompt fits beside it only if the decoder holds
+    # 1 + 1 slots (a static K = 1 server's lookahead), not 1 + K_max = 3.
+    base_dict["workload"].update(concurrency=2, prompt_tokens=380, output_tokens=180, kv_capacity_tokens=892)
+    scn = parse_scenario(base_dict)
+    admitted = {}
+    for lookahead in (1, 2):
+        sim = simulator_for(scn, "fixed:1")
+        sim.state[0], sim.prompt[0], sim.gen[0], sim.out_len[0] = DECODE, 500, 10, 180
+        sim.computed[0] = 509
+        sim._lookahead = lookahead
+        sim.step()
+        admitted[lookahead] = int(sim.state[1]) != WAITING
+    assert admitted == {1: True, 2: False}
+
+
+@pytest.mark.parametrize("spec,lookahead", [("fixed:1", 1), ("nospec", 0), ("bandit", 2)])
+def test_a_step_leaves_the_lookahead_its_mode_reserves(scn, spec, lookahead):
+    sim = simulator_for(scn, spec)
+    for _ in range(30):
+        sim.step()
+    assert sim._lookahead == lookahead
