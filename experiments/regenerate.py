@@ -241,7 +241,12 @@ def live_steps() -> list[Step]:
              note="the split pair (requests accepting 90% and 30%), bandit-per-request next to bandit, each point "
              "the median of 3 runs (issue 16)"),
     ]  # fmt: skip
-    return [dataclasses.replace(s, scope=(*dict.fromkeys((s.script, *served)),)) for s in steps]
+    steps = [dataclasses.replace(s, scope=(*dict.fromkeys((s.script, *served)),)) for s in steps]
+    # It starts no vLLM: it re-reads the repeated live reports above, so it runs after them.
+    return [*steps, Step("live-noise", "experiments/live_noise.py", ("--out", "results/live-noise"),
+                         ("--draws", "500", "--out", "{q}/live-noise"), "results/live-noise", minutes=0.1,
+                         note="each repeated live point's verdict against the machine's run-to-run noise",
+                         scope=("experiments/live_noise.py",))]  # fmt: skip
 
 
 #: The C=1 recheck's policies: vLLM's static K=3 and K=2, its table, the plugin pinned to K=3, the bandit.
