@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from pooled import run_pooled  # noqa: E402
 
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
@@ -83,18 +84,6 @@ def _job(a):
     return kind, name, c, spec, seed, res.summary, ks
 
 
-def _run(jobs: list, workers: int) -> list:
-    t0, out = time.time(), []
-    with mp.get_context("fork").Pool(max(1, workers)) as pool:
-        for i, r in enumerate(pool.imap_unordered(_job, jobs), 1):
-            out.append(r)
-            el = time.time() - t0
-            sys.stderr.write(f"\r[context-mix] {i}/{len(jobs)} runs {el:4.0f}s eta {el / i * (len(jobs) - i):4.0f}s ")
-            sys.stderr.flush()
-    sys.stderr.write("\n")
-    return out
-
-
 def tuned_table(best_short: int, best_long: int) -> str:
     """A batch x context table playing the best fixed K of each context at every batch size.
 
@@ -122,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     # 1. The stationary contexts: the best fixed K of each, and the table tuned on them.
     jobs = [("stationary", ph, c, p, s, st_steps, warm) for ph in (0, 1) for c in points for p in fixed for s in seeds]
     st: dict = {}
-    for _, ph, c, p, _s, summ, _ in _run(jobs, a.workers):
+    for _, ph, c, p, _s, summ, _ in run_pooled(_job, jobs, a.workers, "context-mix"):
         st.setdefault((ph, c, p), []).append(summ["throughput_tok_s"])
     best: dict = {}
     for c in points:
@@ -140,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     runs: dict = {}
     ks: dict = {}
-    for _, name, c, spec, _s, summ, k in _run(jobs, a.workers):
+    for _, name, c, spec, _s, summ, k in run_pooled(_job, jobs, a.workers, "context-mix"):
         p = "table-ctx" if spec.startswith("table-ctx") else spec
         runs.setdefault((name, c, p), []).append(summ)
         if k is not None:

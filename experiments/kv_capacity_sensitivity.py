@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import context_mix  # noqa: E402
+from pooled import run_pooled  # noqa: E402
 
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
@@ -58,12 +58,8 @@ def main(argv=None) -> int:
     if args.seeds < 1 or any(c < 0 for c in cuts):
         p.error(f"--seeds must be >= 1 and --cuts >= 0 (got {args.seeds}, {args.cuts!r})")
     jobs = [(c, s, cut, args.steps, args.policy) for c in points for cut in cuts for s in range(args.seeds)]
-    t0, out = time.time(), []
-    with mp.get_context("fork").Pool(max(1, args.workers)) as pool:
-        for i, r in enumerate(pool.imap_unordered(_job, jobs), 1):
-            out.append(r)
-            sys.stderr.write(f"\r[kv-capacity-sensitivity] {i}/{len(jobs)} runs {time.time() - t0:4.0f}s ")
-    sys.stderr.write("\n")
+    t0 = time.time()
+    out = run_pooled(_job, jobs, args.workers, "kv-capacity-sensitivity")
     results = {}
     for c in points:
         for cut in cuts:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import context_mix  # noqa: E402
+from pooled import run_pooled  # noqa: E402
 
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
@@ -63,12 +63,8 @@ def main(argv=None) -> int:
     jobs = [
         (n, s, cfg, c, seed, args.steps) for c in points for n, s, cfg in args.variants for seed in range(args.seeds)
     ]
-    t0, out = time.time(), []
-    with mp.get_context("fork").Pool(max(1, args.workers)) as pool:
-        for i, r in enumerate(pool.imap_unordered(_job, jobs), 1):
-            out.append(r)
-            sys.stderr.write(f"\r[kv-pressure-probe] {i}/{len(jobs)} runs {time.time() - t0:4.0f}s ")
-    sys.stderr.write("\n")
+    t0 = time.time()
+    out = run_pooled(_job, jobs, args.workers, "kv-pressure-probe")
     results = {}
     for c in points:
         for name, _, _ in args.variants:

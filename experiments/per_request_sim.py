@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
@@ -39,6 +38,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from pooled import run_pooled  # noqa: E402
 
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
@@ -101,20 +102,6 @@ def _job(a):
         "server_mode",
     )
     return name, c, spec, seed, {k: s[k] for k in keep}
-
-
-def _run(jobs: list, workers: int) -> list:
-    t0, out = time.time(), []
-    with mp.get_context("fork").Pool(max(1, workers)) as pool:
-        for i, r in enumerate(pool.imap_unordered(_job, jobs), 1):
-            out.append(r)
-            el = time.time() - t0
-            sys.stderr.write(
-                f"\r[per-request-sim] {i}/{len(jobs)} runs {el:5.0f}s eta {el / i * (len(jobs) - i):5.0f}s "
-            )
-            sys.stderr.flush()
-    sys.stderr.write("\n")
-    return out
 
 
 def _median(runs: list[dict], key: str) -> float:
@@ -188,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     t0 = time.time()
     runs: dict = {}
-    for name, c, spec, _seed, summ in _run(jobs, a.workers):
+    for name, c, spec, _seed, summ in run_pooled(_job, jobs, a.workers, "per-request-sim"):
         runs.setdefault((name, c), {}).setdefault(spec, []).append(summ)
     results, homogeneous, checks = {}, {}, []
     for name in scns:

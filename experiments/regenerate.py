@@ -241,12 +241,15 @@ def live_steps() -> list[Step]:
              note="the split pair (requests accepting 90% and 30%), bandit-per-request next to bandit, each point "
              "the median of 3 runs (issue 16)"),
     ]  # fmt: skip
-    steps = [dataclasses.replace(s, scope=(*dict.fromkeys((s.script, *served)),)) for s in steps]
-    # It starts no vLLM: it re-reads the repeated live reports above, so it runs after them.
-    return [*steps, Step("live-noise", "experiments/live_noise.py", ("--out", "results/live-noise"),
-                         ("--draws", "500", "--out", "{q}/live-noise"), "results/live-noise", minutes=0.1,
-                         note="each repeated live point's verdict against the machine's run-to-run noise",
-                         scope=("experiments/live_noise.py",))]  # fmt: skip
+    return [dataclasses.replace(s, scope=(*dict.fromkeys((s.script, *served)),)) for s in steps]
+
+
+def live_noise_step() -> Step:
+    """The repeated live reports re-read against the machine's noise: no vLLM, after them."""
+    return Step("live-noise", "experiments/live_noise.py", ("--out", "results/live-noise"),
+                ("--draws", "500", "--out", "{q}/live-noise"), "results/live-noise", minutes=0.1,
+                note="each repeated live point's verdict against the machine's run-to-run noise",
+                scope=("experiments/live_noise.py",))  # fmt: skip
 
 
 #: The C=1 recheck's policies: vLLM's static K=3 and K=2, its table, the plugin pinned to K=3, the bandit.
@@ -296,7 +299,7 @@ def readme_step() -> Step:
 
 def plan(refit_priors: bool = False) -> list[Step]:
     """Every step in the order it runs: producers before the steps that read their output."""
-    return [*live_steps(), *prior_steps(refit_priors), *sim_steps(), readme_step()]
+    return [*live_steps(), live_noise_step(), *prior_steps(refit_priors), *sim_steps(), readme_step()]
 
 
 def step_for(report: str) -> str | None:

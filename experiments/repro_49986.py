@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from pooled import run_pooled  # noqa: E402
 
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
@@ -189,16 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     k_max = load_scenario(SCN).k_max
     pols = policies(k_max)
     jobs = [(c, p, s, steps, warm) for c in ctxs for p in pols for s in seeds]
-    t0 = time.time()
-    res: dict = {}
-    with mp.get_context("fork").Pool(max(1, a.workers)) as pool:
-        for i, (c, p, _s, summ) in enumerate(pool.imap_unordered(_job, jobs), 1):
-            res.setdefault((c, p), []).append(summ)
-            el = time.time() - t0
-            eta = el / i * (len(jobs) - i)
-            sys.stderr.write(f"\r[repro-49986] {i}/{len(jobs)} runs {el:4.0f}s eta {eta:4.0f}s")
-            sys.stderr.flush()
-    sys.stderr.write("\n")
+    t0, res = time.time(), {}
+    for c, p, _s, summ in run_pooled(_job, jobs, a.workers, "repro-49986"):
+        res.setdefault((c, p), []).append(summ)
 
     def med(c, p, m="throughput_tok_s"):
         return float(np.median([r[m] for r in res[(c, p)]]))
