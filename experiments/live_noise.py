@@ -36,7 +36,12 @@ from banditk.io.provenance import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Live reports made with --repeats whose points compare the bandit with fixed Ks.
-DEFAULT_REPORTS = ("results/live-context-short", "results/live-context-long", "results/live-per-request")
+DEFAULT_REPORTS = (
+    "results/live-context-short",
+    "results/live-context-short-r7",
+    "results/live-context-long",
+    "results/live-per-request",
+)
 #: The protocol's real-vLLM margin against the best fixed K (docs/evaluation.md).
 THRESHOLD = 0.95
 #: A check that fails a perfect governor this often or less is one a verdict can rest on.

@@ -223,6 +223,13 @@ def live_steps() -> list[Step]:
               ("short", ("--input-len", "128"), 30),
               ("long", ("--input-len", "3000", "--max-model-len", "4096", "--kv-cache-mb", "768"), 35),
           )),
+        Step("live-context-short-r7", "experiments/live_sweep.py",
+             ("--fresh", "--out", "results/live-context-short-r7", "--concurrency", "4", "--output-len", "200",
+              "--min-requests", "16", "--input-len", "128", "--policies", R7_POLICIES, "--repeats", "7"),
+             ("--quick", "--fresh", "--out", "{q}/live-context-short-r7", "--policies", R7_POLICIES, "--repeats", "2"),
+             "results/live-context-short-r7", needs=("vllm",), minutes=50,
+             note="the short point again in 7 rounds: at 3 a governor as fast as the best fixed K fails its "
+             "check 15% of the time (results/live-noise)"),
         Step("live-c1-recheck", "experiments/live_sweep.py",
              ("--fresh", "--out", "results/live-c1-recheck", "--concurrency", "1", "--policies", C1_POLICIES),
              ("--quick", "--fresh", "--out", "{q}/live-c1-recheck", "--concurrency", "1", "--policies", C1_POLICIES),
@@ -252,6 +259,8 @@ def live_noise_step() -> Step:
                 scope=("experiments/live_noise.py",))  # fmt: skip
 
 
+#: The short context point's policies for its 7-round rerun: the checks' own (no bandit+context).
+R7_POLICIES = "nospec,fixed:1,fixed:2,fixed:3,bandit"
 #: The C=1 recheck's policies: vLLM's static K=3 and K=2, its table, the plugin pinned to K=3, the bandit.
 C1_POLICIES = "fixed:3,pinned:3,table:[[1,4,3],[5,256,0]],fixed:2,bandit"
 #: The recheck's policies: those the sweep's failing checks at C=2 and 16 compare.
