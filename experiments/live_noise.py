@@ -13,6 +13,9 @@ round + noise (each round runs every policy once, so a round's speed is shared) 
   this noise (``--draws`` Monte Carlo draws of the fitted model, the same rounds and policies):
   the check's false-fail rate here, and how many rounds would bring it to 5%.
 
+Every live report's bandit points also get their oscillation count's exact 95% Poisson
+interval: a point holds a few hundred decided steps, and one look at a K is two oscillations.
+
     python experiments/live_noise.py                       # the committed repeated live reports
     python experiments/live_noise.py --reports results/live-context-short --out /tmp/noise
 
@@ -35,8 +38,9 @@ from banditk.io.atomic import atomic_write_text
 from banditk.io.provenance import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Live reports made with --repeats whose points compare the bandit with fixed Ks.
+#: Live reports: the repeated ones' throughput checks and every one's oscillation counts are read.
 DEFAULT_REPORTS = (
+    "results/live",
     "results/live-context-short",
     "results/live-context-short-r7",
     "results/live-context-long",
@@ -44,6 +48,10 @@ DEFAULT_REPORTS = (
 )
 #: The protocol's real-vLLM margin against the best fixed K (docs/evaluation.md).
 THRESHOLD = 0.95
+#: The protocol's real-vLLM limit on oscillations per 1,000 steps at stationary load.
+OSCILLATION_LIMIT = 5.0
+#: Oscillations are the K changes within one state (banditk/switch_counts.py's causes).
+FLIP_CAUSES = ("decode_flip", "chunk_flip")
 #: A check that fails a perfect governor this often or less is one a verdict can rest on.
 TOLERATED_FAILS = 0.05
 MAX_ROUNDS = 21
@@ -93,8 +101,8 @@ def repeats_needed(
 ) -> int | None:
     """The fewest rounds (odd, up to :data:`MAX_ROUNDS`) at which a governor as fast as the best
     fixed K fails the check in at most :data:`TOLERATED_FAILS` of draws; None if none is enough."""
-    # A round's speed moves every policy of the round alike: the check's medians do not see
-    # it only where the rounds are balanced, so the rounds here are the fitted ones repeated.
+    # A round's speed moves every policy of the round alike, which the check's medians cancel
+    # only in part: the longer runs repeat the fitted rounds, so they keep today's drift.
     for rounds in range(3, MAX_ROUNDS + 1, 2):
         b_rounds = np.resize(b, rounds)
         if false_fail_rate(a, b_rounds, sd, bandit, fixed, threshold, draws, seed + rounds) <= TOLERATED_FAILS:
@@ -136,6 +144,44 @@ def analyse_point(point_runs: dict[str, list[float]], threshold: float, draws: i
         "rounds_for_5pct_false_fails": repeats_needed(a, b, sd, bandit, fixed, threshold, draws // 4, seed),
         "verdict_within_noise": bool(np.exp(contrast - half) < threshold <= np.exp(contrast + half)),
     }
+
+
+def poisson_interval(count: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact (Garwood) interval of a Poisson mean from one ``count``.
+
+    >>> [round(x, 2) for x in poisson_interval(3)]
+    [0.62, 8.77]
+    """
+    tail = (1.0 - level) / 2.0
+    lo = 0.0 if count == 0 else float(stats.chi2.ppf(tail, 2 * count) / 2.0)
+    return lo, float(stats.chi2.ppf(1.0 - tail, 2 * count + 2) / 2.0)
+
+
+def oscillation_rows(report_dir: Path, limit: float) -> list[dict]:
+    """Each bandit point's oscillations per 1,000 steps with its 95% interval: the counts are
+    a few events in a few hundred decided steps, and one look at a K is two of them."""
+    rows = []
+    for p in json.loads((report_dir / "report.json").read_text())["points"]:
+        causes, steps = p.get("change_causes"), p.get("decided_steps")
+        if not p["policy"].startswith("bandit") or not causes or not steps:
+            continue
+        flips = sum(int(causes.get(c, 0)) for c in FLIP_CAUSES)
+        lo, hi = (1000.0 * x / steps for x in poisson_interval(flips))
+        rows.append(
+            {
+                "report": report_dir.name,
+                "policy": p["policy"],
+                "concurrency": int(p["concurrency"]),
+                "oscillations": flips,
+                "decided_steps": int(steps),
+                "per_1000": round(1000.0 * flips / steps, 2),
+                "per_1000_95": [round(lo, 2), round(hi, 2)],
+                "one_look_per_1000": round(2000.0 / steps, 2),
+                "verdict": "pass" if 1000.0 * flips / steps <= limit else "fail",
+                "verdict_within_noise": bool(lo <= limit < hi),
+            }
+        )
+    return rows
 
 
 def read_points(report_dir: Path) -> dict[int, dict[str, list[float]]]:
@@ -193,6 +239,23 @@ def markdown(rows: list[dict], threshold: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def oscillation_markdown(rows: list[dict]) -> str:
+    lines = [
+        "",
+        f"## Oscillations per 1,000 steps (limit {OSCILLATION_LIMIT:g}), with exact 95% Poisson intervals",
+        "",
+        "| report | policy | C | oscillations / decided steps | per 1,000 (95%) | one look | verdict |",
+        "|---|---|---:|---:|---|---:|---|",
+    ]
+    for r in rows:
+        lo, hi = r["per_1000_95"]
+        lines.append(
+            f"| {r['report']} | {r['policy']} | {r['concurrency']} | {r['oscillations']} / {r['decided_steps']} | "
+            f"{r['per_1000']:.1f} ({lo:.1f}-{hi:.1f}) | {r['one_look_per_1000']:.1f} | {r['verdict']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reports", default=",".join(DEFAULT_REPORTS), help="comma-separated live report folders")
@@ -206,12 +269,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.draws < 100:
         p.error(f"--draws must be at least 100, got {args.draws}")
     t0 = time.time()
-    rows, sources = [], {}
+    rows, oscillations, sources = [], [], {}
     for name in [s for s in args.reports.split(",") if s]:
-        folder = Path(name)
+        folder = Path(name) if Path(name).is_absolute() else ROOT / name
         if not (folder / "report.json").is_file():
-            p.error(f"--reports: {folder}/report.json does not exist")
+            p.error(f"--reports: {name}/report.json does not exist")
         sources[name] = json.loads((folder / "report.json").read_text()).get("provenance", {}).get("commit")
+        oscillations += oscillation_rows(folder, OSCILLATION_LIMIT)
         for c, runs in sorted(read_points(folder).items()):
             row = analyse_point(runs, args.threshold, args.draws, args.seed)
             if row is not None:
@@ -229,17 +293,22 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "sources": sources,
         "points": rows,
+        "oscillation_limit": OSCILLATION_LIMIT,
+        "oscillations": oscillations,
         "summary": {
             "points": len(rows),
             "protocol_fails": sum(r["protocol_verdict"] == "fail" for r in rows),
             "within_noise": sum(r["verdict_within_noise"] for r in rows),
             "median_perfect_governor_fail_rate": statistics.median(r["perfect_governor_fail_rate"] for r in rows),
+            "oscillation_points": len(oscillations),
+            "oscillation_fails": sum(r["verdict"] == "fail" for r in oscillations),
+            "oscillation_verdicts_within_noise": sum(r["verdict_within_noise"] for r in oscillations),
         },
         "plots": ["ratios.png"],
         "wall_s": round(time.time() - t0, 2),
     }
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
-    atomic_write_text(args.out / "report.md", markdown(rows, args.threshold))
+    atomic_write_text(args.out / "report.md", markdown(rows, args.threshold) + oscillation_markdown(oscillations))
     print(f"wrote {args.out}/report.json, report.md, ratios.png")
     return 0
 

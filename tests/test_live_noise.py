@@ -47,6 +47,8 @@ def _report(folder, runs_by_policy):
         }
         for p, r in runs_by_policy.items()
     ]
+    # Three flips in 450 decided steps: 6.7 per 1,000, over the limit of 5 by less than one look.
+    points[0].update(decided_steps=450, change_causes={"bucket": 5, "decode_flip": 2, "chunk_flip": 1})
     (folder / "report.json").write_text(json.dumps({"provenance": {"commit": "abc"}, "points": points}))
 
 
@@ -66,6 +68,18 @@ def test_the_report_names_each_point_and_its_verdict(tmp_path):
     assert row["best_fixed"] == "fixed:1" and row["protocol_ratio"] == pytest.approx(93.0 / 99.0, abs=1e-4)
     assert row["protocol_verdict"] == "fail" and report["sources"] == {str(tmp_path / "live-a"): "abc"}
     assert (tmp_path / "out" / "ratios.png").stat().st_size > 0
+    (osc,) = report["oscillations"]
+    assert osc["oscillations"] == 3 and osc["per_1000"] == pytest.approx(6.67) and osc["verdict"] == "fail"
+    assert osc["per_1000_95"][0] < 5.0 < osc["per_1000_95"][1] and osc["verdict_within_noise"]
+
+
+def test_the_poisson_interval_covers_its_mean_as_often_as_it_says():
+    rng = np.random.default_rng(0)
+    for mean in (0.5, 3.0, 12.0):
+        counts = rng.poisson(mean, 2000)
+        covered = np.mean([lo <= mean <= hi for lo, hi in map(noise.poisson_interval, counts)])
+        assert covered >= 0.95  # exact intervals are conservative
+    assert noise.poisson_interval(0)[0] == 0.0
 
 
 def test_bad_arguments_are_refused_by_name(tmp_path, capsys):
