@@ -23,8 +23,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from readme_results import SWEEP_REPORTS, ReportError, load_report
+
 ROOT = Path(__file__).resolve().parents[1]
-SWEEP_GLOB = "sweep-*/report.json"
 GOVERNED = ("bandit", "bandit+prior")
 
 
@@ -55,13 +56,13 @@ def load_side(side: str) -> dict[str, dict]:
         folder = Path(side)
         if not folder.is_dir():
             raise SideError(f"side {side!r} is neither a folder nor git:<ref>")
-        for path in sorted(folder.glob(SWEEP_GLOB)):
+        for path in sorted(folder.glob(SWEEP_REPORTS)):
             try:
-                reports[path.parent.name.removeprefix("sweep-")] = json.loads(path.read_text())
-            except json.JSONDecodeError as e:
-                raise SideError(f"{path} is not JSON: {e}") from None
+                reports[path.parent.name.removeprefix("sweep-")] = load_report(path)
+            except ReportError as e:
+                raise SideError(str(e)) from None
     if not reports:
-        raise SideError(f"side {side!r} holds no {SWEEP_GLOB}")
+        raise SideError(f"side {side!r} holds no {SWEEP_REPORTS}")
     return reports
 
 
