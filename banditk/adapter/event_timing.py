@@ -5,8 +5,10 @@ return, and the drafter's ``speculator.propose`` runs inside ``sample_tokens``. 
 at those points time the GPU's work once it gets there. A step's events are read only after
 ``query()`` says its last one completed, so timing never makes the host wait; each step's
 durations ride on the output of a later step, as a sample that names its own K and batch
-(:data:`SAMPLES_ATTR`). The scheduler side learns the drafter's time per K from them
-(:mod:`.draft_times`); it needs no step matching.
+(:data:`SAMPLES_ATTR`) and the scheduler's index of the step (:data:`STEP_ATTR`, stamped on the
+scheduler output). The scheduler side holds each credit until both of its steps' samples came
+(:mod:`.timed_credits`), and learns the drafter's time per K for the credits that cannot wait
+(:mod:`.draft_times`).
 
 MRv2's own ``StepTimingCollector`` cannot serve: its record calls do nothing outside
 ``collect()``, which syncs on exit, and only the start-up cost profile runs inside it.
@@ -29,6 +31,9 @@ logger = logging.getLogger("vllm.banditk")
 
 #: Attribute set on ``ModelRunnerOutput``: a list of :class:`Sample` of steps the GPU finished.
 SAMPLES_ATTR = "banditk_gpu_timings"
+#: Attribute set on ``SchedulerOutput`` by the scheduler side: the step's ledger index. The
+#: output is a plain dataclass, pickled to the workers, so the attribute travels with it.
+STEP_ATTR = "banditk_step"
 #: Steps whose events may wait for the GPU; older ones are dropped (never read, never waited on).
 MAX_PENDING = 64
 
@@ -37,12 +42,14 @@ _installed = False
 
 @dataclass(frozen=True)
 class Sample:
-    """One finished step: its K, the requests it ran, and its target and drafter GPU time."""
+    """One finished step: its K, the requests it ran, its target and drafter GPU time, and its
+    ledger index (None where the scheduler output carried none)."""
 
     k: int
     num_reqs: int
     target_s: float
     draft_s: float
+    step: int | None = None
 
 
 @dataclass
@@ -50,6 +57,7 @@ class _Step:
     k: int
     num_reqs: int
     start: Any
+    step: int | None = None
     draft_start: Any = None
     draft_end: Any = None
     end: Any = None
@@ -67,8 +75,8 @@ class EventTimer:
         self._current: _Step | None = None
         self._pending: deque[_Step] = deque(maxlen=max_pending)
 
-    def begin(self, k: int, num_reqs: int) -> None:
-        self._current = _Step(int(k), int(num_reqs), self._new_event())
+    def begin(self, k: int, num_reqs: int, step: int | None = None) -> None:
+        self._current = _Step(int(k), int(num_reqs), self._new_event(), step)
 
     @property
     def recording(self) -> bool:
@@ -97,8 +105,18 @@ class EventTimer:
             drafted = s.draft_start is not None and s.draft_end is not None
             target_ms = s.start.elapsed_time(s.draft_start if drafted else s.end)
             draft_ms = s.draft_start.elapsed_time(s.draft_end) if drafted else 0.0
-            out.append(Sample(s.k, s.num_reqs, target_ms / 1e3, draft_ms / 1e3))
+            out.append(Sample(s.k, s.num_reqs, target_ms / 1e3, draft_ms / 1e3, s.step))
         return out
+
+
+def stamp(scheduler_output: Any, step: int) -> None:
+    """Name the step on its scheduler output, for the worker's sample of it."""
+    setattr(scheduler_output, STEP_ATTR, int(step))
+
+
+def stamped_step(scheduler_output: Any) -> int | None:
+    step = getattr(scheduler_output, STEP_ATTR, None)
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 def read(model_runner_output: Any) -> list[Sample]:
@@ -144,7 +162,9 @@ def wrap_execute(fn, new_event: Callable[[], Any]):
             try:
                 if scheduler_output.total_num_scheduled_tokens > 0:
                     timer.begin(
-                        vllm_compat.num_spec_tokens(scheduler_output), len(scheduler_output.num_scheduled_tokens)
+                        vllm_compat.num_spec_tokens(scheduler_output),
+                        len(scheduler_output.num_scheduled_tokens),
+                        stamped_step(scheduler_output),
                     )
             except Exception as e:
                 _turn_off(self, e)

@@ -8,7 +8,8 @@ module:
 - says which mode runs and why, once, from the built config (:func:`server_mode_of`);
 - mends the dispatch of those ladders where the installed vLLM lets one ladder shadow another
   (:func:`mend_shadowed_ladders`, vLLM #56136; :func:`install` applies it in the workers);
-- logs the FULL graphs captured per K, and their memory, at start-up.
+- logs the FULL graphs captured per K, and the memory each K's ladder added, at start-up
+  (:class:`CaptureMeter`).
 
 Which mode a config gets is decided by :func:`banditk.core.server_mode.governed_mode`, which
 the simulator asks too.
@@ -52,16 +53,6 @@ def log_server_mode(mode: ServerMode, arms: tuple[int, ...]) -> None:
 
 
 # ---- the ladders of a CudaGraphManager ----------------------------------------------------
-
-
-def ladders_per_k(descs: Any, k_offset: int) -> dict[int, int]:
-    """FULL uniform-decode graphs per K, from descriptors whose ``uniform_token_count`` is
-    ``K + k_offset`` (the tokens a decode step feeds per request besides its drafts)."""
-    out: dict[int, int] = defaultdict(int)
-    for d in descs:
-        if vllm_compat.graph_desc_is_full(d) and d.uniform_token_count is not None:
-            out[int(d.uniform_token_count) - k_offset] += 1
-    return dict(sorted(out.items()))
 
 
 def mend_shadowed_ladders(candidates: dict, full_descs: list) -> int:
@@ -130,21 +121,80 @@ def _mended(init_candidates):
     return _init_candidates
 
 
+class CaptureMeter:
+    """Device memory each captured graph added, read between graphs (no sync, no extra work).
+
+    vLLM's ``capture`` calls ``create_forward_fn(desc, warmup=True)`` once as it starts each
+    descriptor; the free memory lost between two such calls is charged to the earlier
+    descriptor, and what :meth:`finish` sees lost after the last one to the last. Graphs share
+    one pool, so a later, smaller graph of another K reuses memory an earlier one took: the
+    figures say what each K's ladder added in capture order, and their sum is the total.
+    """
+
+    def __init__(self, free_bytes, k_offset: int) -> None:
+        self._free_bytes = free_bytes
+        self._k_offset = k_offset
+        self._current: Any = None
+        self._free_at: int | None = None
+        self.bytes_per_k: dict[int, int] = defaultdict(int)
+        self.other_bytes = 0  # PIECEWISE and mixed-batch graphs
+        self.graphs_per_k: dict[int, int] = defaultdict(int)
+
+    def wrap(self, create_forward_fn):
+        @functools.wraps(create_forward_fn)
+        def create(desc, *args, **kwargs):
+            warmup = kwargs.get("warmup", args[0] if args else False)
+            if warmup:
+                self._charge()
+                self._current = desc
+            return create_forward_fn(desc, *args, **kwargs)
+
+        return create
+
+    def finish(self) -> None:
+        self._charge()
+        self._current = None
+
+    def _charge(self) -> None:
+        free = self._free_bytes()
+        d, before, self._free_at = self._current, self._free_at, free
+        if d is None or before is None:
+            return
+        used = max(before - free, 0)
+        if vllm_compat.graph_desc_is_full(d) and d.uniform_token_count is not None:
+            k = int(d.uniform_token_count) - self._k_offset
+            self.bytes_per_k[k] += used
+            self.graphs_per_k[k] += 1
+        else:
+            self.other_bytes += used
+
+    def summary(self) -> str:
+        per_k = ", ".join(
+            f"K={k}: {self.graphs_per_k[k]} ({self.bytes_per_k[k] / 2**30:.2f} GiB)" for k in sorted(self.graphs_per_k)
+        )
+        total = sum(self.bytes_per_k.values()) + self.other_bytes
+        return (
+            f"captured FULL decode graphs per K {per_k or 'none'}; other graphs {self.other_bytes / 2**30:.2f} GiB; "
+            f"{total / 2**30:.2f} GiB in all"
+        )
+
+
 def _logged_capture(capture):
     @functools.wraps(capture)
-    def logged(self, *args, **kwargs):
-        free_before = vllm_compat.device_free_bytes()
-        out = capture(self, *args, **kwargs)
+    def logged(self, create_forward_fn, *args, **kwargs):
         try:
-            used = max(free_before - vllm_compat.device_free_bytes(), 0)
-            per_k = ladders_per_k(vllm_compat.full_graph_descs(self), vllm_compat.decode_k_offset(self))
-            logger.info(
-                "banditk: captured FULL decode graphs per K %s, %.2f GiB in all.",
-                ", ".join(f"K={k}: {n}" for k, n in per_k.items()) or "none",
-                used / 2**30,
-            )
+            meter = CaptureMeter(vllm_compat.device_free_bytes, vllm_compat.decode_k_offset(self))
+            create_forward_fn = meter.wrap(create_forward_fn)
         except Exception as e:
+            meter = None
             logger.warning("banditk: graph capture summary unavailable (%s: %s).", type(e).__name__, e)
+        out = capture(self, create_forward_fn, *args, **kwargs)
+        if meter is not None and not vllm_compat.capture_is_profiling(self):  # the real capture only
+            try:
+                meter.finish()
+                logger.info("banditk: %s.", meter.summary())
+            except Exception as e:
+                logger.warning("banditk: graph capture summary unavailable (%s: %s).", type(e).__name__, e)
         return out
 
     return logged

@@ -20,6 +20,7 @@ import atexit
 import logging
 import time
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,10 +29,11 @@ from banditk.adapter import event_timing, vllm_compat, worker_timing
 from banditk.adapter.breaker import SlowCallBreaker
 from banditk.adapter.draft_times import DraftTimes
 from banditk.adapter.graph_mode import server_mode_of
-from banditk.adapter.ledger import DecisionLedger, decision_cost
+from banditk.adapter.ledger import DecisionLedger, StepEntry, decision_cost
 from banditk.adapter.settings import ADDITIONAL_CONFIG_KEY, AdapterSettings
 from banditk.adapter.snapshots import SnapshotWriter
 from banditk.adapter.telemetry import RotatingJsonl, Telemetry
+from banditk.adapter.timed_credits import TimedCredits
 from banditk.core.types import StepContext, StepOutcome
 from banditk.io import trace
 
@@ -101,6 +103,7 @@ class GovernorRuntime:
         self._verified: list[tuple[str, int, int]] = []
         self._timing_said, self._untimed_outputs = False, 0
         self.draft_times = DraftTimes()
+        self.timed_credits = TimedCredits()
         self._t_state = time.monotonic()
         self._closed = False
         self.server_mode = ""  # "MRv2 FULL", "V1 PIECEWISE", ...: set from vLLM's config
@@ -178,6 +181,7 @@ class GovernorRuntime:
                 fb[fallback] = fb.get(fallback, 0) + 1
             self._step_of[id(scheduler_output)] = step
             self._prefill_of[step] = prefill
+            event_timing.stamp(scheduler_output, step)
         except Exception as e:  # never stop the engine
             self._error("schedule_hook", e)
             try:
@@ -260,6 +264,7 @@ class GovernorRuntime:
         for s in samples:
             self.draft_times.observe(s.k, s.num_reqs, s.draft_s)
             self.telemetry.observe_forwards(s.target_s, s.draft_s)
+        self.timed_credits.add(samples)
         self._note_timing("the worker's timers" if timing else "CUDA events" if samples else None)
         target_s, draft_s = (None, None) if timing is None else timing
         res = self.ledger.close_step(step, t_end=t_end, draft_s=draft_s)
@@ -267,11 +272,26 @@ class GovernorRuntime:
             prev, cycle = res
             self.telemetry.observe_step(cycle, target_s, prev.draft_s)
             if prev.decision is not None and prev.decoding:  # nothing decoded: nothing to learn
-                duration = decision_cost(cycle, self._draft_s(self.ledger.last_closed), self._draft_s(prev))
-                self._credit(prev, duration, target_s, verified, scheduler_output, self._prefill_of.pop(step, 0))
+                credit = _Credit(
+                    prev,
+                    self.ledger.last_closed,
+                    cycle,
+                    verified,
+                    frozenset(scheduler_output.num_scheduled_tokens),
+                    self._prefill_of.pop(step, 0),
+                )
+                if self.timed_credits.active:  # MRv2: wait for both steps' CUDA-event times
+                    self.timed_credits.push(own_step=prev.step, verify_step=step, payload=credit)
+                else:
+                    self._credit(credit, target_s, prev.draft_s, self._draft_s(credit.verifier))
             elif "fallback" in prev.extra and self.log is not None:
                 # Not credited, but the K it ran belongs in the K sequence the switch counts read.
-                self.log.write(trace.fallback_record(prev.k, len(prev.decoding), prev.extra["fallback"], t=time.time()))
+                record = trace.fallback_record(prev.k, len(prev.decoding), prev.extra["fallback"], t=time.time())
+                if self.timed_credits.active:  # in its place among the waiting credits
+                    self.timed_credits.push(own_step=prev.step, verify_step=step, payload=record)
+                else:
+                    self.log.write(record)
+        self._release_timed()
         if step % _EVICT_EVERY == 0:
             self.telemetry.evict(scheduler.requests)
             self._step_of = {k: v for k, v in self._step_of.items() if v > step - 64}
@@ -280,8 +300,18 @@ class GovernorRuntime:
         if not vllm_compat.has_unfinished_requests(scheduler):
             self._on_idle(scheduler)
 
+    def _release_timed(self, flush: bool = False) -> None:
+        """Observe the credits whose CUDA-event times came (or waited long enough)."""
+        for r in self.timed_credits.release(flush=flush):
+            if not isinstance(r.payload, _Credit):  # a fallback step's trace record
+                self.log.write(r.payload)
+                continue
+            nxt = r.next_draft_s if r.next_draft_s is not None else self._draft_s(r.payload.verifier)
+            self._credit(r.payload, r.target_s, r.own_draft_s, nxt)
+
     def _on_idle(self, scheduler: Any) -> None:
         """The engine ran dry: persist what was learned (a server may be killed while idle)."""
+        self._release_timed(flush=True)  # no output will bring the last steps' times
         self.telemetry.evict(scheduler.requests)
         if self.log is not None:
             self.log.flush()
@@ -290,21 +320,23 @@ class GovernorRuntime:
             self._snapshot_obs = obs
             self.snapshots.write()
 
-    def _credit(
-        self, prev, duration: float, target_s: float | None, verified: list, scheduler_output, prefill_tokens: int = 0
-    ) -> None:
-        k_max = self.k_max
+    def _credit(self, c: _Credit, target_s: float | None, draft_s: float | None, next_draft_s: float | None) -> None:
+        """Observe one decision: its verification, and the cycle that verified it with the drafter
+        part swapped (``next_draft_s`` out, its own in: ``draft_s`` where measured, else the
+        estimate). ``target_s``/``draft_s`` go into the outcome and the trace as measured."""
+        prev, k_max = c.prev, self.k_max
+        own_draft_s = self._draft_s(prev) if draft_s is None else draft_s
+        duration = decision_cost(c.cycle_s, next_draft_s, own_draft_s)
         drafted, accepted, seen = [], [], set()
-        for req_id, d, a in verified:
+        for req_id, d, a in c.verified:
             d = 0 if d < 0 else (d if d < k_max else k_max)
             drafted.append(d)
             accepted.append(0 if a < 0 else (a if a < d else d))
             seen.add(req_id)
         # Requests that decoded at the decision and are still running but verified no
         # drafts (truncated near max_model_len, or K = 0) count as drafting nothing.
-        scheduled = scheduler_output.num_scheduled_tokens
         for r in prev.decoding:
-            if r not in seen and r in scheduled:
+            if r not in seen and r in c.scheduled:
                 drafted.append(0)
                 accepted.append(0)
         drafted = np.array(drafted, dtype=np.int64)
@@ -313,9 +345,9 @@ class GovernorRuntime:
             drafted,
             accepted,
             duration,
-            draft_duration_s=prev.draft_s,
+            draft_duration_s=draft_s,
             target_duration_s=target_s,
-            prefill_tokens=prefill_tokens,
+            prefill_tokens=c.prefill_tokens,
         )
         t0 = time.perf_counter()
         try:
@@ -416,6 +448,7 @@ class GovernorRuntime:
             return
         self._closed = True
         try:
+            self._release_timed(flush=True)
             if self.snapshots is not None:
                 self.snapshots.close()
             logger.info("%s", self.state_line())
@@ -423,6 +456,22 @@ class GovernorRuntime:
                 self.log.close()
         except Exception as e:  # pragma: no cover - shutdown must not raise
             self._error("close", e)
+
+
+@dataclass(frozen=True)
+class _Credit:
+    """What observing one decision needs, kept while it waits for its GPU times.
+
+    ``prev`` drafted the tokens, ``verifier`` is the step whose cycle (``cycle_s``) verified
+    them; ``scheduled`` holds the requests scheduled in that step.
+    """
+
+    prev: StepEntry
+    verifier: StepEntry
+    cycle_s: float
+    verified: list
+    scheduled: frozenset
+    prefill_tokens: int
 
 
 def prior_line(policy: Any, settings: AdapterSettings) -> str:

@@ -50,6 +50,11 @@ CUDA graphs and in the tests everywhere):
     and ``sample_tokens``; the drafter runs inside ``sample_tokens`` through
     ``self.speculator.propose``, and the ``AsyncOutput`` it returns carries the step's
     ``ModelRunnerOutput`` as ``model_runner_output`` (:mod:`.event_timing` times these).
+13. ``CudaGraphManager.capture(create_forward_fn, ...)`` calls
+    ``create_forward_fn(desc, warmup=True)`` as it starts each descriptor, and marks the
+    memory profile's capture with ``_max_full_descs_to_capture`` (:class:`.graph_mode.CaptureMeter`).
+14. ``SchedulerOutput`` is a dataclass without ``__slots__``, so the step index stamped on it
+    (:data:`.event_timing.STEP_ATTR`) travels to the workers.
 """
 
 from __future__ import annotations
@@ -405,7 +410,7 @@ _V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 
 
 def check_mrv2_shape() -> None:
-    """Verify assumptions 9-11 of the module docstring; raise :class:`VllmShapeError` if one fails."""
+    """Verify assumptions 9-14 of the module docstring; raise :class:`VllmShapeError` if one fails."""
     import dataclasses
 
     from vllm.config import VllmConfig
@@ -438,6 +443,14 @@ def check_mrv2_shape() -> None:
     for needle in ("self.speculator.propose(", "model_runner_output=model_runner_output"):
         if src and needle not in src:
             _fail(f"Model Runner V2's sample_tokens no longer has {needle!r} (drafter timing)")
+    src = _source(manager.capture)
+    for needle in ("create_forward_fn(desc, warmup=True)", "_max_full_descs_to_capture"):
+        if src and needle not in src:
+            _fail(f"CudaGraphManager.capture no longer has {needle!r} (capture memory per K)")
+    from vllm.v1.core.sched.output import SchedulerOutput
+
+    if "__slots__" in vars(SchedulerOutput):
+        _fail("SchedulerOutput has __slots__: the step index cannot ride on it to the workers")
 
 
 def _source(obj: Any) -> str:
@@ -532,6 +545,11 @@ def full_graph_descs(manager: Any) -> list:
 def decode_k_offset(manager: Any) -> int:
     """Tokens a decode step feeds per request besides its drafts (1 for one sampled token)."""
     return int(manager.decode_query_len) - int(manager.vllm_config.num_speculative_tokens)
+
+
+def capture_is_profiling(manager: Any) -> bool:
+    """Whether this ``capture`` is the memory profile's (a sample of the FULL graphs only)."""
+    return getattr(manager, "_max_full_descs_to_capture", None) is not None
 
 
 def device_free_bytes() -> int:

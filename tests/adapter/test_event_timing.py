@@ -170,3 +170,18 @@ def test_read_ignores_what_is_not_a_sample_list():
     assert event_timing.read(SimpleNamespace(**{event_timing.SAMPLES_ATTR: "x"})) == []
     s = Sample(1, 1, 0.1, 0.01)
     assert event_timing.read(SimpleNamespace(**{event_timing.SAMPLES_ATTR: [s, 3]})) == [s]
+
+
+def test_a_sample_names_the_step_stamped_on_its_scheduler_output():
+    gpu = Gpu()
+    runner = wrapped_runner(gpu, FakeSpeculator(gpu, cost_per_k=0.001))
+    for step, k in [(7, 2), (8, 1)]:
+        out = sched_out(k, 2)
+        event_timing.stamp(out, step)
+        runner.execute_model(out)
+        runner.sample_tokens(None)
+    unstamped = sched_out(1, 2)
+    runner.execute_model(unstamped)
+    gpu.done_until = 1.0
+    out = runner.sample_tokens(None)
+    assert [(s.step, s.k) for s in event_timing.read(out.model_runner_output)] == [(7, 2), (8, 1), (None, 1)]

@@ -91,15 +91,137 @@ def test_the_mend_adds_nothing_where_nothing_is_shadowed(vllm_cpu):
     assert graph_mode.mend_shadowed_ladders(m._candidates, vllm_compat.full_graph_descs(m)) == 0
 
 
-def test_ladders_per_k_counts_full_decode_graphs(vllm_cpu):
+class FakeCapture:
+    """vLLM's capture loop over a manager's descriptors, with a device whose free memory drops
+    by ``cost(desc)`` as each graph is captured."""
+
+    def __init__(self, cost):
+        self.free, self.cost = 10 * 2**30, cost
+
+    def run(self, descs, create_forward_fn):
+        for d in descs:
+            create_forward_fn(d, warmup=True)  # as vLLM: prepare, warm up, then capture
+            create_forward_fn(d, warmup=False)
+            self.free -= self.cost(d)
+
+
+def test_the_capture_meter_charges_each_graphs_memory_to_its_k(vllm_cpu):
     from banditk.adapter import graph_mode, vllm_compat
     from banditk.testing.mrv2 import probe_manager
 
     m = probe_manager(vllm_compat.dynamic_k_table([0, 2, 4], 16), K_MAX, 16)
-    per_k = graph_mode.ladders_per_k(vllm_compat.full_graph_descs(m), vllm_compat.decode_k_offset(m))
-    assert set(per_k) == {0, 2, 4}
-    # a ladder of query length q holds a graph per capture size up to 16 requests, rounded to q
-    assert per_k[0] == len({s for s in (1, 2, 4, 8, 16)}) and per_k[4] >= 3
+    offset = vllm_compat.decode_k_offset(m)
+    descs = [d for descs in m._capture_descs.values() for d in descs]
+    full = vllm_compat.full_graph_descs(m)
+    assert full and len(full) < len(descs)  # PIECEWISE graphs too: charged apart
+
+    def cost(d):  # a graph's memory grows with its tokens; a FULL graph of K costs (K + 1) MiB more
+        k = d.uniform_token_count - offset if d in full and d.uniform_token_count is not None else -1
+        return d.num_tokens * 2**10 + (k + 1) * 2**20
+
+    dev = FakeCapture(cost)
+    meter = graph_mode.CaptureMeter(lambda: dev.free, offset)
+    dev.run(descs, meter.wrap(lambda d, warmup: None))
+    meter.finish()
+    ladders = {}
+    for d in full:
+        if d.uniform_token_count is not None:
+            ladders.setdefault(d.uniform_token_count - offset, []).append(d)
+    assert sorted(ladders) == [0, 2, 4]  # a ladder per K of the arm set, nothing else
+    assert dict(meter.graphs_per_k) == {k: len(v) for k, v in ladders.items()}
+    assert dict(meter.bytes_per_k) == {k: sum(cost(d) for d in v) for k, v in ladders.items()}
+    assert meter.other_bytes == sum(cost(d) for d in descs) - sum(meter.bytes_per_k.values())
+    assert f"K=2: {len(ladders[2])} (" in meter.summary()
+
+
+class FakeManager:
+    """The two CudaGraphManager methods install() wraps, on hand-made descriptors."""
+
+    decode_query_len = 1 + K_MAX
+
+    def __init__(self, descs, profiling=False):
+        from types import SimpleNamespace
+
+        self.vllm_config = SimpleNamespace(num_speculative_tokens=K_MAX)
+        self._descs, self._candidates, self._capture_descs = descs, {}, {}
+        self._max_full_descs_to_capture = 1 if profiling else None
+
+    def _init_candidates(self):
+        self._capture_descs = {"FULL": list(self._descs)}
+        self._candidates = {(d.num_tokens, 0): [d] for d in self._descs}
+
+    def capture(self, create_forward_fn, progress_bar_desc="Capturing CUDA graphs"):
+        FakeCapture(lambda d: 0).run(self._capture_descs["FULL"], create_forward_fn)
+
+
+@pytest.fixture
+def fresh_install(monkeypatch):
+    """graph_mode.install() on a fresh FakeManager class, with a fake device."""
+    from banditk.adapter import graph_mode, vllm_compat
+
+    cls = type("Manager", (FakeManager,), {})
+    free = [8 * 2**30]
+    monkeypatch.setattr(graph_mode, "_installed", False)
+    monkeypatch.setattr(vllm_compat, "platform_has_cuda_graphs", lambda: True)
+    monkeypatch.setattr(vllm_compat, "graph_manager_class", lambda: cls)
+    monkeypatch.setattr(vllm_compat, "device_free_bytes", lambda: free[0])
+    monkeypatch.setattr(vllm_compat, "graph_desc_is_full", lambda d: d.cg_mode == "FULL")
+    return cls, free
+
+
+def desc(k, num_tokens):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        cg_mode="FULL",
+        uniform_token_count=1 + k,
+        num_tokens=num_tokens,
+        num_reqs=num_tokens // (1 + k),
+        num_active_loras=0,
+        num_ubatches=1,
+    )
+
+
+@pytest.mark.parametrize("shadowing", [True, False])
+def test_install_wraps_the_manager_once_and_mends_only_where_vllm_shadows(fresh_install, monkeypatch, shadowing):
+    from banditk.adapter import graph_mode, vllm_compat
+
+    cls, _ = fresh_install
+    monkeypatch.setattr(vllm_compat, "ladder_shadowing_present", lambda: shadowing)
+    assert graph_mode.install() and graph_mode.install()  # twice: wrapped once
+    m = cls([desc(1, 16), desc(2, 12), desc(2, 24)])
+    m._init_candidates()
+    # a K=2 batch padded to 16 tokens finds only K=1's graph there unless K=2's ladder is filed too
+    assert m._candidates[(16, 0)] == ([desc(1, 16), desc(2, 24)] if shadowing else [desc(1, 16)])
+    assert cls.capture.__wrapped__ is FakeManager.capture  # one wrapper, not two
+
+
+def test_install_logs_the_graphs_and_memory_per_k_after_the_real_capture_only(fresh_install, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="vllm.banditk")
+    from banditk.adapter import graph_mode, vllm_compat
+
+    cls, free = fresh_install
+    monkeypatch.setattr(vllm_compat, "ladder_shadowing_present", lambda: False)
+    graph_mode.install()
+    descs = [desc(1, 16), desc(1, 8), desc(3, 16)]
+    for profiling in (True, False):
+        m = cls(descs, profiling=profiling)
+        m._init_candidates()
+        m.capture(lambda d, warmup: free.__setitem__(0, free[0] - (2**29 if warmup else 0)))
+    lines = [r.getMessage() for r in caplog.records if "captured FULL decode graphs" in r.getMessage()]
+    assert lines == [
+        "banditk: captured FULL decode graphs per K K=1: 2 (1.00 GiB), K=3: 1 (0.50 GiB); other graphs 0.00 GiB; "
+        "1.50 GiB in all."
+    ]
+
+
+def test_install_does_nothing_without_cuda_graphs(monkeypatch):
+    from banditk.adapter import graph_mode, vllm_compat
+
+    monkeypatch.setattr(graph_mode, "_installed", False)
+    monkeypatch.setattr(vllm_compat, "platform_has_cuda_graphs", lambda: False)
+    monkeypatch.setattr(vllm_compat, "graph_manager_class", lambda: pytest.fail("no manager to wrap on CPU"))
+    assert graph_mode.install() is False
 
 
 def test_the_mrv2_shape_check_passes_on_the_installed_vllm(vllm_cpu):
@@ -204,3 +326,21 @@ def test_a_table_too_short_for_the_arm_set_warns_which_k_lose_their_ladder(
     with caplog.at_level(logging.WARNING, logger="vllm.banditk"):
         _settle_server_mode(cfg, resolved)
     assert "K=[3, 4] get no full-graph ladder" in caplog.text
+
+
+def test_the_state_line_shows_the_server_mode(vllm_cpu, tiny_pair, cuda_platform, monkeypatch):
+    from vllm.config import CUDAGraphMode
+
+    from banditk.adapter import graph_mode
+    from banditk.adapter.runtime import GovernorRuntime
+
+    cfg = engine_config(tiny_pair, base(tiny_pair, governor="bandit"))
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
+    cfg.compilation_config.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
+    cfg._maybe_override_dynamic_sd_cudagraph_mode()
+    rt = GovernorRuntime.from_vllm_config(cfg)
+    try:
+        assert graph_mode.server_mode_of(cfg).label == "V1 PIECEWISE"
+        assert " | mode=V1 PIECEWISE | " in rt.state_line()
+    finally:
+        rt.close()

@@ -286,11 +286,13 @@ def test_the_governor_is_told_the_prompt_tokens_its_drafts_will_be_verified_next
 OVERHEAD, TARGET, PER_DRAFT = 0.050, 0.020, 0.010
 
 
-def credited_cycles(ks, runner_output):
+def credited_cycles(ks, runner_output, outcomes=False, idle_at_end=False):
     """Run one decoding request through steps of K ``ks``; return (K, credited s, draft s) per credit.
 
     A cycle verifies the last decision's drafts and then drafts for the current one (K = 0
-    still runs the cache-sync forward). ``runner_output(i, drafter)`` is step i's runner output.
+    still runs the cache-sync forward). ``runner_output(i, drafter, out)`` is step i's runner
+    output (``out``: its scheduler output, as the runtime stamped it). ``outcomes``: return the
+    (decision, outcome) pairs instead; ``idle_at_end``: the request finishes after the last step.
     """
     pol = RecordingPolicy(ks)
     s = parse_settings("bandit", {}).resolve(method="draft_model", k_max=3)
@@ -308,7 +310,11 @@ def credited_cycles(ks, runner_output):
         rt.on_output_start()
         if i:
             rt.on_verified("a", ks[i - 1], 0, None)
-        rt.on_output(sch, out, runner_output(i, drafter))
+        if idle_at_end and i == len(ks) - 1:
+            sch.requests.clear()
+        rt.on_output(sch, out, runner_output(i, drafter, out))
+    if outcomes:
+        return pol.observed
     return [(d.k, round(o.step_duration_s, 9), o.draft_duration_s) for d, o in pol.observed]
 
 
@@ -319,17 +325,20 @@ def own_cost(k):
 def test_a_decision_is_credited_its_own_drafter_time_not_the_next_decisions():
     """On CPU the worker times each cycle's forwards: the drafter part is swapped exactly."""
     ks = [3, 1, 3, 0, 3, 3]
-    got = credited_cycles(ks, lambda i, drafter: SimpleNamespace(**{worker_timing.TIMING_ATTR: (TARGET, drafter[i])}))
+    got = credited_cycles(
+        ks, lambda i, drafter, out: SimpleNamespace(**{worker_timing.TIMING_ATTR: (TARGET, drafter[i])})
+    )
     # Unswapped, K = 1 would be credited 0.10 s (K = 3's drafts), not 0.08 s.
     assert got == [(k, own_cost(k), PER_DRAFT * max(k, 1)) for k in ks[:-1]]
 
 
-def test_on_mrv2_late_event_samples_give_the_drafter_times_to_swap():
-    """CUDA-event samples arrive two steps late: a K's first try is credited its cycle as is,
-    later tries the cycle with the drafter times swapped by the learnt estimates."""
+def test_on_mrv2_unstamped_late_samples_give_the_drafter_times_to_swap():
+    """Samples that name no step (a worker without the stamp) arrive two steps late: a K's
+    first try is credited its cycle as is, later tries the cycle with the drafter times
+    swapped by the learnt estimates."""
     ks = [3, 1, 3, 3, 1, 3, 3]
 
-    def runner_output(i, drafter):
+    def runner_output(i, drafter, out):
         done = [Sample(ks[j], 1, TARGET, drafter[j]) for j in [i - 2] if j >= 0]
         return SimpleNamespace(**{event_timing.SAMPLES_ATTR: done})
 
@@ -343,3 +352,58 @@ def test_on_mrv2_late_event_samples_give_the_drafter_times_to_swap():
         (3, own_cost(3)),
     ]
     assert all(draft is None for _, _, draft in got)  # the trace's draft_s stays what was measured
+
+
+def stamped_samples(ks, late):
+    """Each step's CUDA-event sample, named by the step index the runtime stamped on its
+    scheduler output, riding on the output ``late`` steps later (as MRv2 delivers them)."""
+    stamps = {}
+
+    def runner_output(i, drafter, out):
+        stamps[i] = event_timing.stamped_step(out)
+        done = [Sample(ks[j], 1, TARGET + 0.001 * j, drafter[j], stamps[j]) for j in [i - late] if j >= 0]
+        return SimpleNamespace(**{event_timing.SAMPLES_ATTR: done})
+
+    return runner_output
+
+
+@pytest.mark.parametrize("late", [1, 2])
+def test_on_mrv2_each_credit_waits_for_its_steps_times_and_carries_them(late):
+    """With stamped samples every decision, its first try included, is credited its own
+    drafter time, and its outcome carries the measured target and drafter times (as on CPU)."""
+    ks = [3, 1, 3, 3, 1, 0, 3]
+    got = credited_cycles(ks, stamped_samples(ks, late), outcomes=True, idle_at_end=True)
+    assert [d.k for d, _ in got] == ks[:-1]  # all credited, in order; the last ones at idle
+    # Credits before the first sample came are observed at once (a runtime cannot tell MRv2
+    # from a runner that never times); the last steps' samples would ride on outputs that never come.
+    first, timed = late - 1, len(ks) - 1 - late
+    assert all(o.target_duration_s is None for _, o in got[:first])
+    for j, (_, o) in list(enumerate(got))[first:timed]:
+        assert round(o.step_duration_s, 9) == own_cost(ks[j])
+        assert o.draft_duration_s == PER_DRAFT * max(ks[j], 1)  # the step that drafted them
+        assert o.target_duration_s == pytest.approx(TARGET + 0.001 * (j + 1))  # the step that verified them
+    assert all(o.target_duration_s is None for _, o in got[timed:])
+
+
+def test_on_mrv2_a_credit_whose_times_never_come_is_released_with_estimates():
+    """After a first stamped sample, credits wait; a step whose sample is lost is released
+    after MAX_WAIT outputs, its drafter time swapped by the estimate and no times in it."""
+    from banditk.adapter.timed_credits import MAX_WAIT
+
+    ks = [3, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3]
+    inner = stamped_samples(ks, 1)
+
+    def runner_output(i, drafter, out):  # step 2's sample is lost
+        r = inner(i, drafter, out)
+        setattr(r, event_timing.SAMPLES_ATTR, [s for s in getattr(r, event_timing.SAMPLES_ATTR) if s.step != 2])
+        return r
+
+    seen = []
+    pol_outcomes = credited_cycles(ks, runner_output, outcomes=True)
+    for d, o in pol_outcomes:
+        seen.append((d.k, o.target_duration_s is None, o.draft_duration_s is None))
+    # decision 1 was verified by step 2, decision 2 drafted at step 2: neither has all its times
+    assert seen[1] == (1, True, False) and seen[2] == (3, False, True)
+    assert all(not t and not d for i, (_, t, d) in enumerate(seen) if i not in (1, 2))
+    # released in order, and none waits longer than MAX_WAIT outputs
+    assert [k for k, _, _ in seen] == ks[: len(seen)] and len(seen) >= len(ks) - 1 - MAX_WAIT
