@@ -12,7 +12,9 @@ Modules, one idea each:
 - :mod:`.telemetry`: bounded acceptance/timing telemetry and the rotated JSONL log.
 - :mod:`.worker_timing`: draft/target forward timers in the worker process (CPU clocks).
 - :mod:`.event_timing`: the same on Model Runner V2, from CUDA events read without a sync.
-- :mod:`.draft_times`: the drafter's time per K, for crediting each decision its own.
+- :mod:`.timed_credits`: on MRv2, credits that wait for their steps' CUDA-event times.
+- :mod:`.draft_times`: the drafter's time per K, for credits whose times never come.
+- :mod:`.graph_mode`: the server's runner and graph mode, MRv2's ladders per K, their capture.
 - :mod:`.snapshots`: periodic and shutdown snapshots, atomic.
 - :mod:`.metrics`: ``banditk:*`` on vLLM's ``/metrics`` (carried in the scheduler stats, a stat-logger plugin).
 - :mod:`.vllm_compat`: every vLLM-version-dependent assumption, checked at start-up.
