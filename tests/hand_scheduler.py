@@ -4,20 +4,27 @@ an async scheduler from a live engine's configs and answer its steps with made-u
 from __future__ import annotations
 
 
-def async_scheduler(llm, cls):
-    """A ``cls`` (an ``AsyncScheduler`` subclass) built from the in-process engine ``llm``'s configs."""
+def built_scheduler(llm, cls):
+    """A ``cls`` (a governed scheduler class) built from the in-process engine ``llm``'s configs,
+    beside the engine's own: it shares no state with it."""
     from banditk.testing.engines import engine_core
 
     core, cfg = engine_core(llm), llm.llm_engine.vllm_config
+    return cls(
+        vllm_config=cfg,
+        kv_cache_config=core.scheduler.kv_cache_config,
+        structured_output_manager=core.structured_output_manager,
+        block_size=core.scheduler.block_size,
+        log_stats=True,
+    )
+
+
+def async_scheduler(llm, cls):
+    """A ``cls`` (an ``AsyncScheduler`` subclass) built from the in-process engine ``llm``'s configs."""
+    cfg = llm.llm_engine.vllm_config
     cfg.scheduler_config.async_scheduling = True
     try:
-        return cls(
-            vllm_config=cfg,
-            kv_cache_config=core.scheduler.kv_cache_config,
-            structured_output_manager=core.structured_output_manager,
-            block_size=core.scheduler.block_size,
-            log_stats=True,
-        )
+        return built_scheduler(llm, cls)
     finally:
         cfg.scheduler_config.async_scheduling = False
 

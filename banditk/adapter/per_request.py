@@ -65,7 +65,7 @@ class _PerRequestMixin:
             spec_decoding_stats, num_draft_tokens, num_accepted_tokens, num_invalid_spec_tokens, request_id
         )
         policy = self.banditk.policy
-        if isinstance(policy, PerRequestGovernor):
+        if isinstance(policy, PerRequestGovernor) and not self.banditk.is_padding(request_id):
             try:
                 invalid = (num_invalid_spec_tokens or {}).get(request_id, 0)
                 policy.on_verified(request_id, max(num_draft_tokens - invalid, 0), num_accepted_tokens)

@@ -20,6 +20,7 @@ import atexit
 import logging
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +101,9 @@ class GovernorRuntime:
         self._t_schedule = clock()
         self._step_of: dict[int, int] = {}
         self._prefill_of: dict[int, int] = {}
+        # Requests padded with placeholder drafts, per step: their verification is not a decision's.
+        self._padded_of: dict[int, frozenset] = {}
+        self._padding: frozenset = frozenset()
         self._verified: list[tuple[str, int, int]] = []
         self._timing_said, self._untimed_outputs = False, 0
         self.draft_times = DraftTimes()
@@ -145,6 +149,12 @@ class GovernorRuntime:
     def on_schedule_start(self) -> None:
         self._t_schedule = self.clock()
 
+    def padding_k(self) -> int:
+        """The K to pad new decode requests to in this ``schedule()``: that of the drafts it
+        verifies, the last K written (:func:`.vllm_compat.static_decode_padding`); 0 when vLLM
+        keeps its own K."""
+        return self.last_k if self.dynamic_k else 0
+
     def on_schedule(self, scheduler: Any, scheduler_output: Any) -> None:
         """Decide K for this step (before ``_update_after_schedule``) and write it into the output."""
         try:
@@ -154,9 +164,13 @@ class GovernorRuntime:
             decoding, context_tokens = vllm_compat.decoding_requests(scheduler, scheduler_output)
             # Prompt tokens computed in this step (chunked prefill): their time is not K's.
             scheduled = scheduler_output.num_scheduled_tokens
-            prefill = max(
-                int(scheduler_output.total_num_scheduled_tokens) - sum(scheduled.get(r, 0) for r in decoding), 0
-            )
+            prefill = int(scheduler_output.total_num_scheduled_tokens) - sum(scheduled.get(r, 0) for r in decoding)
+            padded = vllm_compat.padded_request_ids(scheduler_output)
+            if padded:  # a padded prompt's placeholder rows are not prompt tokens
+                spec, decoders = scheduler_output.scheduled_spec_decode_tokens, set(decoding)
+                prefill -= sum(len(spec[r]) for r in padded if r not in decoders)
+                self.telemetry.padded_requests += len(padded)
+            prefill = max(prefill, 0)
             decision, fallback = None, None
             if not self.dynamic_k:
                 k = vllm_compat.num_spec_tokens(scheduler_output)
@@ -181,11 +195,14 @@ class GovernorRuntime:
                 fb[fallback] = fb.get(fallback, 0) + 1
             self._step_of[id(scheduler_output)] = step
             self._prefill_of[step] = prefill
+            if padded:
+                self._padded_of[step] = padded
             event_timing.stamp(scheduler_output, step)
         except Exception as e:  # never stop the engine
             self._error("schedule_hook", e)
             try:
                 vllm_compat.set_num_spec_tokens(scheduler_output, self.fallback_k)
+                self.last_k = self.fallback_k
             except Exception:
                 pass
 
@@ -233,12 +250,20 @@ class GovernorRuntime:
         self, request_id: str, num_draft_tokens: int, num_accepted_tokens: int, num_invalid_spec_tokens: dict | None
     ) -> None:
         """One request's verification, as vLLM counts it for its own spec-decoding metrics."""
+        if request_id in self._padding:  # placeholder drafts: vLLM counts them rejected, no decision drafted them
+            return
         if num_invalid_spec_tokens:  # drafts a grammar rejected are not counted as drafted (as vLLM does)
             num_draft_tokens -= num_invalid_spec_tokens.get(request_id, 0)
         self._verified.append((request_id, num_draft_tokens, num_accepted_tokens))
 
-    def on_output_start(self) -> None:
+    def on_output_start(self, scheduler_output: Any = None) -> None:
         self._verified = []
+        step = None if scheduler_output is None else self._step_of.get(id(scheduler_output))
+        self._padding = self._padded_of.pop(step, frozenset()) if self._padded_of else frozenset()
+
+    def is_padding(self, request_id: str) -> bool:
+        """Whether ``request_id``'s drafts in the output being read were placeholders (padding)."""
+        return request_id in self._padding
 
     def on_output(self, scheduler: Any, scheduler_output: Any, model_runner_output: Any) -> None:
         """Credit this step's verification to the decision of the previous executed step."""
@@ -247,7 +272,7 @@ class GovernorRuntime:
         except Exception as e:
             self._error("output_hook", e)
         finally:
-            self._verified = []
+            self._verified, self._padding = [], frozenset()
 
     def _on_output(self, scheduler: Any, scheduler_output: Any, model_runner_output: Any) -> None:
         t_end = self.clock()
@@ -277,7 +302,7 @@ class GovernorRuntime:
                     self.ledger.last_closed,
                     cycle,
                     verified,
-                    frozenset(scheduler_output.num_scheduled_tokens),
+                    scheduler_output.num_scheduled_tokens,  # held, not copied: vLLM makes one per step
                     self._prefill_of.pop(step, 0),
                 )
                 if self.timed_credits.active:  # MRv2: wait for both steps' CUDA-event times
@@ -296,6 +321,7 @@ class GovernorRuntime:
             self.telemetry.evict(scheduler.requests)
             self._step_of = {k: v for k, v in self._step_of.items() if v > step - 64}
             self._prefill_of = {k: v for k, v in self._prefill_of.items() if k > step - 64}
+            self._padded_of = {k: v for k, v in self._padded_of.items() if k > step - 64}
         self._periodic()
         if not vllm_compat.has_unfinished_requests(scheduler):
             self._on_idle(scheduler)
@@ -463,14 +489,14 @@ class _Credit:
     """What observing one decision needs, kept while it waits for its GPU times.
 
     ``prev`` drafted the tokens, ``verifier`` is the step whose cycle (``cycle_s``) verified
-    them; ``scheduled`` holds the requests scheduled in that step.
+    them; ``scheduled`` holds the requests scheduled in that step (vLLM's per-step dict).
     """
 
     prev: StepEntry
     verifier: StepEntry
     cycle_s: float
     verified: list
-    scheduled: frozenset
+    scheduled: Mapping[str, int]
     prefill_tokens: int
 
 

@@ -5,7 +5,10 @@ one thing: ``SchedulerOutput.num_spec_tokens_to_schedule`` (the number of
 drafts proposed after this step), written before ``_update_after_schedule``
 so that ``AsyncScheduler`` sizes its placeholders with it. Everything else,
 sampling, rejection and the drafters included, is vLLM's own; K = 0 still runs
-the drafter's cache-sync forward (vLLM's proposers do it themselves).
+the drafter's cache-sync forward (vLLM's proposers do it themselves). A new
+decode request is padded to the step's 1 + K rows as vLLM pads it at a static K
+(:func:`~banditk.adapter.vllm_compat.static_decode_padding`); its placeholder
+drafts are credited to no decision.
 
 The hooks only forward to :class:`~banditk.adapter.runtime.GovernorRuntime`, and
 hand its counters to vLLM's scheduler stats for ``/metrics`` (:mod:`.metrics`).
@@ -16,6 +19,7 @@ from __future__ import annotations
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
+from banditk.adapter import vllm_compat
 from banditk.adapter.metrics import Publisher
 from banditk.adapter.runtime import GovernorRuntime
 
@@ -33,7 +37,8 @@ class _GovernedMixin:
 
     def schedule(self, *args, **kwargs):
         self.banditk.on_schedule_start()
-        return super().schedule(*args, **kwargs)
+        with vllm_compat.static_decode_padding(self, self.banditk.padding_k()):
+            return super().schedule(*args, **kwargs)
 
     def _update_after_schedule(self, scheduler_output) -> None:
         self.banditk.on_schedule(self, scheduler_output)
@@ -48,7 +53,7 @@ class _GovernedMixin:
         )
 
     def update_from_output(self, scheduler_output, model_runner_output):
-        self.banditk.on_output_start()
+        self.banditk.on_output_start(scheduler_output)
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         self.banditk.on_output(self, scheduler_output, model_runner_output)
         # After on_output, so the payload includes this step's credit (banditk:* on /metrics).

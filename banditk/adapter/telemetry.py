@@ -133,6 +133,8 @@ class Telemetry:
         self._reached_pp = [0] * k_max
         self.num_drafts = 0  # request-steps that verified >= 1 draft
         self.fallbacks: dict[str, int] = {}  # steps that ran the fallback K, by why
+        # New decode requests padded with placeholder drafts (vLLM counts those drafts rejected).
+        self.padded_requests = 0
         self.num_draft_tokens = 0
         self.num_accepted_tokens = 0
         self.steps = 0
@@ -280,7 +282,8 @@ class Telemetry:
         )
         mean = f"{1e3 * self.step_s / self.steps:.1f}ms" if self.steps else "n/a"
         err = f" errors={self.errors}" if self.errors else ""
+        pad = f" padded={self.padded_requests}" if self.padded_requests else ""
         return (
             f"telemetry steps={self.steps} step={mean} accept/pos[{acc_s}] "
-            f"kv={self.kv_usage:.0%} queue={self.queue_len} time[{sh}]{err}"
+            f"kv={self.kv_usage:.0%} queue={self.queue_len} time[{sh}]{pad}{err}"
         )

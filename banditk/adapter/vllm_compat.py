@@ -55,11 +55,21 @@ CUDA graphs and in the tests everywhere):
     memory profile's capture with ``_max_full_descs_to_capture`` (:class:`.graph_mode.CaptureMeter`).
 14. ``SchedulerOutput`` is a dataclass without ``__slots__``, so the step index stamped on it
     (:data:`.event_timing.STEP_ATTR`) travels to the workers.
+
+Padding new decodes (checked by :func:`check_vllm_shape`, used by :func:`static_decode_padding`):
+
+15. ``Scheduler.schedule`` pads a waiting request whose one remaining token is a decode to
+    ``1 + self.num_spec_tokens`` rows with ``-1`` placeholder drafts only while
+    ``self.dynamic_sd_lookup is None``, and reads ``self.num_spec_tokens`` nowhere else but for
+    the step's default K; such a request comes from the waiting queue, so it is listed in
+    ``scheduled_new_reqs`` or ``scheduled_cached_reqs.resumed_req_ids``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+from collections.abc import Iterator
 from typing import Any
 
 from banditk.core.errors import BanditkError
@@ -114,7 +124,7 @@ def check_vllm_shape() -> None:
         return
     from vllm.config import SchedulerConfig, SpeculativeConfig, VllmConfig
     from vllm.engine.arg_utils import EngineArgs
-    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.core.sched.output import CachedRequestData, SchedulerOutput
     from vllm.v1.core.sched.scheduler import Scheduler
 
     if not hasattr(EngineArgs, "create_engine_config") or "speculative_config" not in _dataclass_fields(EngineArgs):
@@ -160,9 +170,30 @@ def check_vllm_shape() -> None:
         )
     if src and "make_spec_decoding_stats" not in inspect.getsource(Scheduler.update_from_output):
         _fail("Scheduler.update_from_output no longer calls make_spec_decoding_stats")
+    if src and not _pads_like_0_32(src):
+        _fail(
+            "Scheduler.schedule no longer pads new decode requests to 1 + num_spec_tokens only "
+            "without a dynamic table (banditk pads them to the governed K: static_decode_padding)"
+        )
+    if "resumed_req_ids" not in _dataclass_fields(CachedRequestData):
+        _fail("CachedRequestData.resumed_req_ids is missing")
     if platform_has_cuda_graphs():
         check_mrv2_shape()
     _checked = True
+
+
+#: Where ``schedule()`` of vLLM 0.32/0.33 reads ``self.num_spec_tokens``: the padding condition,
+#: the padded size (3), its drafts (2), and the step's default K.
+_SCHEDULE_NUM_SPEC_READS = 6
+
+
+def _pads_like_0_32(schedule_src: str) -> bool:
+    """Assumption 15, read from ``Scheduler.schedule``'s source."""
+    return (
+        "self.num_spec_tokens > 0 and self.dynamic_sd_lookup is None" in schedule_src
+        and "padded_num_tokens = 1 + self.num_spec_tokens" in schedule_src
+        and schedule_src.count("self.num_spec_tokens") == _SCHEDULE_NUM_SPEC_READS
+    )
 
 
 def _dataclass_fields(cls: type) -> set[str]:
@@ -259,6 +290,44 @@ def num_spec_tokens(scheduler_output: Any) -> int:
 
 def set_num_spec_tokens(scheduler_output: Any, k: int) -> None:
     scheduler_output.num_spec_tokens_to_schedule = int(k)
+
+
+@contextlib.contextmanager
+def static_decode_padding(scheduler: Any, k: int) -> Iterator[None]:
+    """Inside, ``schedule()`` pads new decode requests to ``1 + k`` rows, as vLLM does at a static K.
+
+    With a dynamic table vLLM stops padding a request whose first step after the waiting queue is
+    one decode token (a prefix-cache hit of its whole prompt, a resumed or a transferred request),
+    and such a step leaves the uniform-decode batch of its full CUDA graph. For the length of one
+    ``schedule()`` the scheduler looks static with ``num_spec_tokens = k``: vLLM reads both
+    attributes there only to pad and for the step's default K, which the governor overwrites
+    (assumption 15). ``k`` is the K of the drafts this step verifies. Nothing changes at ``k = 0``
+    or without a table (vLLM pads by itself then).
+    """
+    table = getattr(scheduler, "dynamic_sd_lookup", None)
+    if k <= 0 or table is None:
+        yield
+        return
+    k_max = scheduler.num_spec_tokens
+    scheduler.dynamic_sd_lookup, scheduler.num_spec_tokens = None, int(k)
+    try:
+        yield
+    finally:
+        scheduler.dynamic_sd_lookup, scheduler.num_spec_tokens = table, k_max
+
+
+def padded_request_ids(scheduler_output: Any) -> frozenset:
+    """The requests this step padded with placeholder drafts (:func:`static_decode_padding`).
+
+    Only a request scheduled from the waiting queue can be padded, and such a request has no
+    drafts of its own, so every one of them that carries drafts was padded.
+    """
+    spec = scheduler_output.scheduled_spec_decode_tokens
+    if not spec:
+        return frozenset()
+    padded = {r.req_id for r in scheduler_output.scheduled_new_reqs if r.req_id in spec}
+    padded.update(r for r in scheduler_output.scheduled_cached_reqs.resumed_req_ids if r in spec)
+    return frozenset(padded)
 
 
 def decoding_request_ids(scheduler: Any, scheduler_output: Any) -> list[str]:

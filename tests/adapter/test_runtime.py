@@ -36,6 +36,8 @@ class FakeOutput:
     num_scheduled_tokens: dict
     scheduled_spec_decode_tokens: dict = field(default_factory=dict)
     num_spec_tokens_to_schedule: int = 3
+    scheduled_new_reqs: list = field(default_factory=list)
+    scheduled_cached_reqs: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(resumed_req_ids=set()))
 
     @property
     def total_num_scheduled_tokens(self):

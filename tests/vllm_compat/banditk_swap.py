@@ -13,6 +13,10 @@ Loaded with ``-p banditk_swap`` into a pytest run over the sdist's tests (see ru
   hooks. Without data parallelism only: there vLLM ignores K and so does the plugin.
   A config without speculative decoding gets vLLM's scheduler: the plugin never governs one.
 
+``BANDITK_COMPAT_DYNAMIC=1`` runs either scheduler in vLLM's dynamic-K mode, as the plugin
+arranges in a server: a test config that speculates without a table gets ``[[1, max_num_seqs,
+K]]`` (K unchanged at every batch size, so only the mode differs).
+
 ``BANDITK_COMPAT_REPORT`` names a JSON file that receives, per test node id, the outcome, the
 first line of the failure, how many governed schedulers the test built and how many times their
 policies chose K.
@@ -28,6 +32,7 @@ import sys
 import pytest
 
 MODE = os.environ.get("BANDITK_COMPAT_SCHEDULER", "vllm")
+DYNAMIC = os.environ.get("BANDITK_COMPAT_DYNAMIC") == "1"
 REPORT = os.environ.get("BANDITK_COMPAT_REPORT")
 
 _runtimes: list = []  # the governed schedulers' runtimes built by the running test
@@ -61,6 +66,33 @@ def _pin(vllm_config) -> None:
     vllm_compat.additional_config(vllm_config)[ADDITIONAL_CONFIG_KEY] = resolved.to_dict()
 
 
+def _dynamic(vllm_config) -> None:
+    """Under ``BANDITK_COMPAT_DYNAMIC``: switch dynamic K on with the test's own K everywhere."""
+    from banditk.adapter import vllm_compat
+
+    spec = getattr(vllm_config, "speculative_config", None)
+    if DYNAMIC and spec is not None and spec.num_speculative_tokens and not spec.num_speculative_tokens_per_batch_size:
+        vllm_compat.enable_dynamic_k(vllm_config, [int(spec.num_speculative_tokens)])
+
+
+@functools.cache
+def _dynamic_classes():
+    """vLLM's own classes, in dynamic-K mode."""
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    def make(plain: type) -> type:
+        class Dynamic(plain):
+            def __init__(self, *args, **kwargs):
+                _dynamic(kwargs.get("vllm_config", args[0] if args else None))
+                super().__init__(*args, **kwargs)
+
+        Dynamic.__name__ = Dynamic.__qualname__ = f"Dynamic{plain.__name__}"
+        return Dynamic
+
+    return {Scheduler: make(Scheduler), AsyncScheduler: make(AsyncScheduler)}
+
+
 @functools.cache
 def _governed_classes():
     from vllm.v1.core.sched.async_scheduler import AsyncScheduler
@@ -84,6 +116,7 @@ def _governed_classes():
             def __init__(self, *args, **kwargs):
                 cfg = kwargs.get("vllm_config", args[0] if args else None)
                 _pin(cfg)
+                _dynamic(cfg)  # after the pin: it mirrors the test's static K
                 super().__init__(*args, **kwargs)
                 _runtimes.append(self.banditk)
                 # The plugin runs vLLM in dynamic-K mode so that K can change per step; here
@@ -111,8 +144,8 @@ def pytest_collection_modifyitems(config, items):
 def _banditk_swap(monkeypatch):
     """Rebind the names ``Scheduler`` / ``AsyncScheduler`` in the sdist's test modules."""
     _runtimes.clear()
-    if MODE == "governed":
-        swaps = _governed_classes()
+    if MODE == "governed" or DYNAMIC:
+        swaps = _governed_classes() if MODE == "governed" else _dynamic_classes()
         for name, module in list(sys.modules.items()):
             if not name.startswith("tests.") or module is None:
                 continue

@@ -55,7 +55,7 @@ def load_by_design(path: Path = BY_DESIGN) -> dict[str, dict]:
     return out
 
 
-def _env(cache: Path, mode: str, report: Path) -> dict[str, str]:
+def _env(cache: Path, mode: str, report: Path, dynamic: bool = False) -> dict[str, str]:
     env = dict(os.environ)
     # No hub: opt-125m's config.json comes from the cache's hand-written snapshot.
     env.update(
@@ -66,18 +66,21 @@ def _env(cache: Path, mode: str, report: Path) -> dict[str, str]:
         PYTHONPATH=os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         BANDITK_COMPAT_SCHEDULER=mode,
         BANDITK_COMPAT_REPORT=str(report),
+        BANDITK_COMPAT_DYNAMIC="1" if dynamic else "0",
         PYTHONHASHSEED="0",
     )
     return env
 
 
-def start(cache: Path, mode: str, files: list[str], report: Path, log: Path, keyword: str | None):
+def start(
+    cache: Path, mode: str, files: list[str], report: Path, log: Path, keyword: str | None, dynamic: bool = False
+):
     cmd = [sys.executable, "-m", "pytest", "-p", "banditk_swap", "-p", "no:cacheprovider", "-q", "-rN", *files]
     if keyword:
         cmd += ["-k", keyword]
     # cwd = the cache: its pyproject.toml makes it the rootdir, so banditk's pytest settings stay out.
     return subprocess.Popen(
-        cmd, cwd=cache, env=_env(cache, mode, report), stdout=log.open("w"), stderr=subprocess.STDOUT
+        cmd, cwd=cache, env=_env(cache, mode, report, dynamic), stdout=log.open("w"), stderr=subprocess.STDOUT
     )
 
 

@@ -7,6 +7,7 @@ into .cache/ on first use; no model hub). ``BANDITK_VLLM_COMPAT=0`` skips it.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -45,3 +46,28 @@ def test_vllm_scheduler_tests_pass_against_the_governed_scheduler(tmp_path):
     )
     print(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+
+
+def test_in_dynamic_k_mode_vllm_stops_padding_new_decodes_and_banditk_pads_them(tmp_path):
+    """vLLM's own padding tests in the plugin's arrangement (a dynamic table, K unchanged): vLLM's
+    scheduler no longer pads a request's first decode step, banditk's governed one does (issue 15)."""
+    rc = _run_compat()
+    cache = rc.fetch_sdist.fetch(rc.fetch_sdist.DEFAULT_VERSION)
+    outcomes = {}
+    for mode in rc.MODES:
+        report = tmp_path / f"{mode}.json"
+        proc = rc.start(cache, mode, list(rc.TEST_FILES[:2]), report, tmp_path / f"{mode}.log", "padding", True)
+        proc.wait()
+        assert proc.returncode in (0, 1) and report.is_file(), (tmp_path / f"{mode}.log").read_text()[-3000:]
+        results = json.loads(report.read_text())["results"]
+        outcomes[mode] = {t.split("::")[-1]: r["outcome"] for t, r in results.items()}
+    # The four tests that need a request padded (the alignment ones clip a padded tail).
+    padded = {
+        "test_spec_decode_padding_first_decode_step",
+        "test_spec_decode_padding_resumed_request_without_running_requests",
+        "test_spec_decode_padding_dropped_when_recurrent_alignment_clips[2]",
+        "test_spec_decode_padding_dropped_when_recurrent_alignment_clips[3]",
+    }
+    assert padded <= set(outcomes["vllm"]), outcomes["vllm"]
+    assert {t for t, o in outcomes["vllm"].items() if o == "failed"} == padded
+    assert set(outcomes["governed"].values()) == {"passed"}, outcomes["governed"]
