@@ -21,6 +21,8 @@ from banditk.adapter import vllm_compat
 class FakeOutput:
     num_scheduled_tokens: dict
     scheduled_spec_decode_tokens: dict = field(default_factory=dict)
+    scheduled_new_reqs: list = field(default_factory=list)
+    scheduled_cached_reqs: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(resumed_req_ids=set()))
 
 
 def fake_scheduler(**requests):
