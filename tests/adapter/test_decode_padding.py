@@ -175,3 +175,57 @@ def test_a_padded_request_generates_exactly_in_real_vllm(engine, tiny_pair):
     assert rt.telemetry.padded_requests - padded == 1
     assert vllm_drafted - (rt.telemetry.num_draft_tokens - drafted) == K_MAX
     assert rt.telemetry.errors == {}
+
+
+# ---- the pieces, without an engine ---------------------------------------------------------------
+
+
+class FakeScheduler:
+    def __init__(self):
+        self.dynamic_sd_lookup, self.num_spec_tokens = [0, 3, 3], 3
+
+
+def test_the_swap_lasts_one_call_and_is_undone_when_schedule_raises():
+    from banditk.adapter.vllm_compat import static_decode_padding
+
+    sch = FakeScheduler()
+    with static_decode_padding(sch, 2):
+        assert (sch.dynamic_sd_lookup, sch.num_spec_tokens) == (None, 2)
+    assert (sch.dynamic_sd_lookup, sch.num_spec_tokens) == ([0, 3, 3], 3)
+    with pytest.raises(RuntimeError), static_decode_padding(sch, 1):
+        raise RuntimeError("schedule failed")
+    assert (sch.dynamic_sd_lookup, sch.num_spec_tokens) == ([0, 3, 3], 3)
+    with static_decode_padding(sch, 0):  # nothing to pad to: vLLM's dynamic mode as it is
+        assert (sch.dynamic_sd_lookup, sch.num_spec_tokens) == ([0, 3, 3], 3)
+    sch.dynamic_sd_lookup = None
+    with static_decode_padding(sch, 2):  # static already: vLLM pads to its own K
+        assert (sch.dynamic_sd_lookup, sch.num_spec_tokens) == (None, 3)
+
+
+def test_padded_requests_are_the_waiting_queues_requests_that_carry_drafts():
+    from types import SimpleNamespace
+
+    from banditk.adapter.vllm_compat import padded_request_ids
+
+    out = SimpleNamespace(
+        scheduled_spec_decode_tokens={"run": [4, 5], "new": [-1, -1], "back": [-1, -1], "async": [-1, -1]},
+        scheduled_new_reqs=[SimpleNamespace(req_id="new"), SimpleNamespace(req_id="prefill")],
+        scheduled_cached_reqs=SimpleNamespace(resumed_req_ids={"back", "resumed-prefill"}),
+    )
+    # "async" carries placeholders too, but it was running: its drafts are its own.
+    assert padded_request_ids(out) == {"new", "back"}
+    out.scheduled_spec_decode_tokens = {}
+    assert padded_request_ids(out) == frozenset()
+
+
+def test_the_shape_check_refuses_a_schedule_that_reads_num_spec_tokens_elsewhere():
+    import inspect
+
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    from banditk.adapter.vllm_compat import _pads_like_0_32
+
+    src = inspect.getsource(Scheduler.schedule)
+    assert _pads_like_0_32(src)
+    assert not _pads_like_0_32(src + "\n        budget = self.num_spec_tokens\n")
+    assert not _pads_like_0_32(src.replace("and self.dynamic_sd_lookup is None", "and True"))
