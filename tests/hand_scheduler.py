@@ -31,9 +31,18 @@ def async_scheduler(llm, cls):
 
 def answer(sch, so, accept: int) -> None:
     """Answer step ``so`` as a model runner would: each request accepts ``accept`` of its drafts (fewer if it had fewer)."""
+    spec = so.scheduled_spec_decode_tokens
+    answer_sampled(sch, so, {r: 1 + min(accept, len(spec.get(r, ()))) for r in so.num_scheduled_tokens})
+
+
+def answer_sampled(sch, so, sampled: dict[str, int]) -> None:
+    """Answer step ``so``: request ``r`` samples ``sampled[r]`` tokens (1 + its accepted drafts)."""
     from vllm.v1.outputs import ModelRunnerOutput
 
     ids = list(so.num_scheduled_tokens)
-    sampled = [[9] * (1 + min(accept, len(so.scheduled_spec_decode_tokens.get(r, ())))) for r in ids]
-    out = ModelRunnerOutput(req_ids=ids, req_id_to_index={r: j for j, r in enumerate(ids)}, sampled_token_ids=sampled)
+    out = ModelRunnerOutput(
+        req_ids=ids,
+        req_id_to_index={r: j for j, r in enumerate(ids)},
+        sampled_token_ids=[[9] * sampled[r] for r in ids],
+    )
     sch.update_from_output(so, out)

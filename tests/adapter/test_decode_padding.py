@@ -10,6 +10,7 @@ build the governed schedulers from a live engine's configs and answer their step
 from __future__ import annotations
 
 import pytest
+from hand_scheduler import answer_sampled as answer
 from hand_scheduler import async_scheduler, built_scheduler
 
 pytestmark = pytest.mark.vllm
@@ -52,19 +53,6 @@ def engine(vllm_cpu, tiny_pair):
 def shared_prompt(sch) -> list[int]:
     """Two full blocks and one token: a second request with it hits the cache up to its last token."""
     return [5 + i % 200 for i in range(2 * sch.block_size + 1)]
-
-
-def answer(sch, so, sampled: dict[str, int]) -> None:
-    """Answer step ``so``: request ``r`` samples ``sampled[r]`` tokens (1 + its accepted drafts)."""
-    from vllm.v1.outputs import ModelRunnerOutput
-
-    ids = list(so.num_scheduled_tokens)
-    out = ModelRunnerOutput(
-        req_ids=ids,
-        req_id_to_index={r: j for j, r in enumerate(ids)},
-        sampled_token_ids=[[9] * sampled[r] for r in ids],
-    )
-    sch.update_from_output(so, out)
 
 
 def add(engine, sch, rid: str, prompt: list[int]) -> None:
