@@ -243,28 +243,31 @@ def server_env(cache: Path) -> dict[str, str]:
 STATIC_POLICIES = ("nospec", "fixed:", "pinned:", "table:")
 
 
-def warmup_requests(policy: str, c: int, args) -> int:
+def warmup_requests(policy: str, c: int, args, repeat: int = 0) -> int:
     """Warm-up requests at concurrency ``c``: one batch of c for a policy that does not learn,
-    else batches of c until --warmup-steps steps pass even when every step emits K_max + 1
-    tokens per request.
+    else, before its first run at ``c``, batches of c until --warmup-steps steps pass even when
+    every step emits K_max + 1 tokens per request. A later run (``repeat`` > 0) meets a governor
+    that settled at ``c`` in the first: one batch brings the load back up.
 
     >>> a = argparse.Namespace(warmup_steps=200, k_max=3, output_len=64)
-    >>> warmup_requests("bandit", 4, a), warmup_requests("fixed:3", 4, a)
-    (52, 4)
+    >>> warmup_requests("bandit", 4, a), warmup_requests("fixed:3", 4, a), warmup_requests("bandit", 4, a, 1)
+    (52, 4, 4)
     """
-    if policy.startswith(STATIC_POLICIES):
+    if policy.startswith(STATIC_POLICIES) or repeat > 0:
         return c
     return c * max(1, math.ceil(args.warmup_steps * (args.k_max + 1) / args.output_len))
 
 
-def run_point(server: VllmServer, policy: str, c: int, args, run_dir: Path) -> dict:
+def run_point(server: VllmServer, policy: str, c: int, args, run_dir: Path, repeat: int = 0) -> dict:
     # Warm-up (docs/evaluation.md: switches count "at stationary load, after warm-up"), whose
-    # duration sizes the point to at least --min-requests requests or --min-seconds.
+    # duration sizes the run to at least --min-requests requests or --min-seconds. Each round
+    # draws its own prompts (every policy of a round the same ones): a replay of the round
+    # before would find its whole prompts in the prefix cache.
     result, times = run_warm_then_measure(
         server.base_url,
         server.model,
-        Load(c, warmup_requests(policy, c, args), args.input_len, args.output_len, seed=1000 + c),
-        Load(c, args.min_requests, args.input_len, args.output_len, seed=c),
+        Load(c, warmup_requests(policy, c, args, repeat), args.input_len, args.output_len, seed=1000 + c),
+        Load(c, args.min_requests, args.input_len, args.output_len, seed=c + 10_000 * repeat),
         min_requests=args.min_requests,
         min_seconds=args.min_seconds,
         run_dir=run_dir,
@@ -435,7 +438,7 @@ def measure(server: VllmServer, run_dir: Path, key: tuple, args, done_files: dic
     """One run of a point (``key``: policy, concurrency, repeat), saved as soon as it is
     measured (an interrupted sweep resumes after it)."""
     policy, c, repeat = key
-    point = run_point(server, policy, c, args, run_dir)
+    point = run_point(server, policy, c, args, run_dir, repeat)
     if args.repeats > 1:
         point["repeat"] = repeat
     atomic_write_text(done_files[key], json.dumps(point, indent=1))

@@ -194,6 +194,11 @@ def sim_steps() -> list[Step]:
     return [dataclasses.replace(s, scope=(s.script,)) for s in steps]
 
 
+#: The live sweep's points in rounds: the protocol's 60 s and 32 requests a point, as 3 runs of at
+#: least 20 s and 11 requests, each round over every policy (docs/evaluation.md).
+LIVE_ROUNDS = ("--repeats", "3", "--min-seconds", "20", "--min-requests", "11")
+
+
 def live_steps() -> list[Step]:
     """Real vLLM on this machine, and the simulator calibrated on it.
 
@@ -203,9 +208,10 @@ def live_steps() -> list[Step]:
     """
     served = ("experiments/live_sweep.py", *source_closure.vllm_entry_points())
     steps = [
-        Step("live", "experiments/live_sweep.py", ("--fresh", "--out", "results/live"),
-             ("--quick", "--fresh", "--out", "{q}/live"), "results/live", needs=("vllm",), minutes=50,
-             note="--fresh: finished points of an earlier run (older code) are not reused"),
+        Step("live", "experiments/live_sweep.py", ("--fresh", "--out", "results/live", *LIVE_ROUNDS),
+             ("--quick", "--fresh", "--out", "{q}/live", "--repeats", "2"), "results/live", needs=("vllm",), minutes=70,
+             note="--fresh: finished points of an earlier run (older code) are not reused; each point in "
+                  "3 rounds of 20 s over the policies, so the machine's drift falls on all of them alike"),
         Step("sim-vs-real", "experiments/sim_vs_real.py", ("--live", "results/live", "--out", "results/sim-vs-real"),
              ("--live", "{q}/live", "--seeds", "1", "--out", "{q}/sim-vs-real"), "results/sim-vs-real",
              needs=("vllm",), minutes=5,

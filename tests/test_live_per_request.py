@@ -33,7 +33,7 @@ def scripts(monkeypatch, tmp_path):
     # Each run of a point a distinct throughput: the per-request runs 100, 104, 108; the bandit's 100.
     runs = {}
 
-    def fake_point(server, policy, c, args, run_dir):
+    def fake_point(server, policy, c, args, run_dir, repeat=0):
         runs[policy] = runs.get(policy, -1) + 1
         tput = 100.0 + (4.0 * runs[policy] if policy == "bandit-per-request" else 0.0)
         return {"policy": policy, "concurrency": c, "throughput_tok_s": tput, "tpot_p99_s": 0.05, "num_prompts": 8}
@@ -73,7 +73,7 @@ def test_a_slower_per_request_point_fails_its_check(scripts, monkeypatch):
     live_per_request, _, out = scripts
     live_sweep = sys.modules["live_sweep"]
 
-    def slower(server, policy, c, args, run_dir):
+    def slower(server, policy, c, args, run_dir, repeat=0):
         tput = 95.0 if policy == "bandit-per-request" else 100.0
         return {"policy": policy, "concurrency": c, "throughput_tok_s": tput, "tpot_p99_s": 0.05, "num_prompts": 8}
 
@@ -88,7 +88,7 @@ def test_a_pinned_per_request_policy_runs_the_inner_bandit_on_one_k_next_to_pinn
     live_per_request, made, out = scripts
     live_sweep = sys.modules["live_sweep"]
 
-    def point(server, policy, c, args, run_dir):
+    def point(server, policy, c, args, run_dir, repeat=0):
         tput = {"bandit-per-request:2": 90.0, "pinned:2": 100.0}.get(policy, 80.0)
         return {"policy": policy, "concurrency": c, "throughput_tok_s": tput, "tpot_p99_s": 0.05, "num_prompts": 8}
 
@@ -123,7 +123,7 @@ def test_rounds_rotate_the_policy_order_and_the_paired_ratio_compares_within_a_r
     live_sweep = sys.modules["live_sweep"]
     order, rounds = [], {}
 
-    def drifting(server, policy, c, args, run_dir):
+    def drifting(server, policy, c, args, run_dir, repeat=0):
         order.append(policy)
         r = rounds[policy] = rounds.get(policy, -1) + 1
         tput = 100.0 * 2**r * (0.9 if policy == "bandit-per-request" and r == 1 else 1.0)

@@ -3,6 +3,7 @@
 import dataclasses
 import importlib.util
 import json
+import types
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,30 @@ def test_learning_policies_warm_up_for_the_protocols_steps_and_static_ones_for_a
             assert n % c == 0 and (n // c) * output_len / (k_max + 1) >= args.warmup_steps == 200
         for policy in ("nospec", "fixed:2", "pinned:3", "table:[[1,4,3],[5,256,0]]"):
             assert live_sweep.warmup_requests(policy, c, args) == c
+
+
+def test_later_rounds_warm_up_for_a_batch_and_draw_their_own_prompts(tmp_path, monkeypatch):
+    """A round after the first meets a governor that settled at this concurrency: one batch of
+    warm-up. Every round measures new prompts, the same ones for every policy of the round."""
+    args = live_sweep.parse_args(["--repeats", "3", "--out", str(tmp_path)])
+    assert live_sweep.warmup_requests("bandit", 8, args, 0) > 8
+    assert live_sweep.warmup_requests("bandit", 8, args, 1) == live_sweep.warmup_requests("bandit", 8, args, 2) == 8
+    loads = []
+
+    def client(url, model, warm, measure, **kw):
+        loads.append((warm, measure))
+        result = {"output_throughput": 1.0, "completed": 1, "duration": 1.0}
+        result.update({f"p{q}_tpot_ms": 1.0 for q in (50, 95, 99)} | {"p99_ttft_ms": 1.0})
+        return result, {"t0": 0.0, "t1": 1.0, "num_prompts": measure.num_prompts}
+
+    monkeypatch.setattr(live_sweep, "run_warm_then_measure", client)
+    server = types.SimpleNamespace(base_url="http://x", model="m")
+    for policy in ("bandit", "fixed:2"):
+        for r in range(3):
+            live_sweep.run_point(server, policy, 8, args, tmp_path / policy, r)
+    seeds = [[m.seed for _, m in loads[i : i + 3]] for i in (0, 3)]
+    assert seeds[0] == seeds[1] and len(set(seeds[0])) == 3
+    assert [w.num_prompts for w, _ in loads] == [live_sweep.warmup_requests("bandit", 8, args), 8, 8, 8, 8, 8]
 
 
 def test_repeats_are_saved_apart_and_reported_as_one_point(tmp_path):
