@@ -15,6 +15,7 @@ checks with pass/fail, machine and versions), <out>/throughput.png, <out>/tpot_p
 and per-point raw results and server logs under <out>/runs/.
 
     python experiments/live_sweep.py                 # the default sweep (~50 min on 2 cores, ~16 GB)
+    python experiments/live_sweep.py --repeats 3 --min-seconds 20 --min-requests 11   # results/live: in rounds
     python experiments/live_sweep.py --quick         # tiny models, short points (a smoke test)
     python experiments/live_sweep.py --concurrency 2 --repeats 3   # one point, its median of 3 runs
 """

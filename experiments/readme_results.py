@@ -7,7 +7,7 @@
 The block sits between ``<!-- results:begin -->`` and ``<!-- results:end -->``; where README.md
 has no markers yet, a "## Results" section holding them goes after "## Two commands for a fresh
 machine". It holds the live sweep (``live/report.json``: real vLLM, the bandit per concurrency
-point), the simulator sweeps (``sweep-*/report.json``, one row per scenario; with the server mode
+point, with ``live-noise/report.json``'s reading of its verdicts against the machine's noise), the simulator sweeps (``sweep-*/report.json``, one row per scenario; with the server mode
 the bandit ran in and its V1 PIECEWISE twin where the reports record modes) and, where their
 reports exist, the context-length runs (``repro-49986``, ``context-mix``, ``live-context-*``);
 each names its report and the report's commit. A metric a report lacks is shown as "-"; a report
@@ -31,6 +31,8 @@ BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
 AFTER_SECTION = "## Two commands for a fresh machine"
 LIVE_REPORT = "live/report.json"
+#: The live verdicts re-read against the machine's noise (experiments/live_noise.py).
+LIVE_NOISE = "live-noise/report.json"
 SWEEP_REPORTS = "sweep-*/report.json"
 SUBJECT = "bandit"
 HEADER = (
@@ -257,14 +259,49 @@ def mode_price(by_c: dict) -> str | None:
     )
 
 
-def render_live(report: dict, rel: str) -> str:
-    """The live section: the banditk policies per concurrency point of ``report`` (read from ``rel``)."""
+def rounds_of(report: dict) -> str:
+    """The words for a report made with ``--repeats`` N > 1 (", each point the median of N runs in
+    rounds over the policies"), else the empty string."""
+    n = number(dig(report, "setup", "repeats"))
+    return f", each point the median of {n:.0f} runs in rounds over the policies" if n and n > 1 else ""
+
+
+def noise_line(noise: tuple[str, dict], live: dict) -> str:
+    """What the machine's noise makes of the live verdicts: from ``noise`` (``results/live-noise``'s
+    rel and report), its points re-read from the live report, when it read this live report."""
+    rel, report = noise
+    source = str(dig(report, "sources", "results/live") or "")
+    made = str(dig(live, "provenance", "commit") or "")
+    points = [p for p in field(report, "points", list, rel) if isinstance(p, dict) and p.get("report") == "live"]
+    if not source or source != made or not points:
+        return f"`{rel}` has not re-read this live report: run `python experiments/regenerate.py --only live-noise`."
+    parts, fails = [], []
+    for p in sorted(points, key=lambda p: p.get("concurrency", 0)):
+        lo_hi = p.get("contrast_90") or [None, None]
+        parts.append(
+            f"C = {p.get('concurrency')}: {fmt(number(p.get('contrast_ratio')), '.2f', 'x')} "
+            f"({fmt(number(lo_hi[0]), '.2f')}-{fmt(number(lo_hi[1]), '.2f')})"
+        )
+        if number(p.get("perfect_governor_fail_rate")) is not None:
+            fails.append(number(p["perfect_governor_fail_rate"]))
+    rate = f"{100 * min(fails):.0f}-{100 * max(fails):.0f}%" if fails else "-"
+    return (
+        f"Against the machine's noise (`{rel}`, {provenance_of(report)}): `{SUBJECT}` over the best fixed K with the "
+        f"rounds' speeds taken out, and its 90% interval: " + "; ".join(parts) + f". At this noise a governor "
+        f"exactly as fast as the best fixed K would fail the 0.95 check at {rate} of these points' runs."
+    )
+
+
+def render_live(report: dict, rel: str, noise: tuple[str, dict] | None = None) -> str:
+    """The live section: the banditk policies per concurrency point of ``report`` (read from ``rel``),
+    and, given ``results/live-noise`` (rel, report), what the machine's noise makes of its verdicts."""
     by_c = live_points(report, rel)
     checks = checks_of(report, rel)
     lines = [
         "### Real vLLM",
         "",
-        f"`{rel}` ({provenance_of(report)}{machine_of(report)}; checks: {tally(checks)}): `{SUBJECT}` (flat prior) "
+        f"`{rel}` ({provenance_of(report)}{machine_of(report)}; checks: {tally(checks)}{rounds_of(report)}): "
+        f"`{SUBJECT}` (flat prior) "
         f"and `{SUBJECT}+prior` (the shipped prior) at each concurrency against no speculation and the best fixed "
         "K of that point, and their switches per 1,000 steps (oscillations: K changes within one state; K "
         "changes: all of them).",
@@ -280,8 +317,9 @@ def render_live(report: dict, rel: str) -> str:
         if subject in by_c[c]
     ]
     price = mode_price(by_c)
+    notes = [x for x in (price, noise_line(noise, report) if noise else None) if x]
     return "\n".join(
-        lines + (rows or ["| - | - | - | - | - | - | - | no bandit points |"]) + ([] if price is None else ["", price])
+        lines + (rows or ["| - | - | - | - | - | - | - | no bandit points |"]) + [y for x in notes for y in ("", x)]
     )
 
 
@@ -475,11 +513,12 @@ def render_block(
     sweeps: list[tuple[str, dict]],
     results_rel: str = "results",
     context: str | None = None,
+    noise: tuple[str, dict] | None = None,
 ) -> str:
-    """The whole block, markers included: the live section (or where its report should be), the sweeps,
-    and the context-length section when it has reports."""
+    """The whole block, markers included: the live section (or where its report should be) with what
+    the live noise report makes of it, the sweeps, and the context-length section when it has reports."""
     missing = f"### Real vLLM\n\nNo live report at `{results_rel}/{LIVE_REPORT}`."
-    live_text = render_live(live[1], live[0]) if live else missing
+    live_text = render_live(live[1], live[0], noise) if live else missing
     sections = [live_text, render_sweeps(sweeps, results_rel), *([context] if context else [])]
     return "\n".join([BEGIN, HEADER, "", "\n\n".join(sections), END])
 
@@ -494,9 +533,10 @@ def rel_path(path: Path) -> str:
 
 def quoted_reports(results: Path = RESULTS) -> list[Path]:
     """Every report file the block quotes: the live report if present, then each sweep's, sorted."""
-    live = results / LIVE_REPORT
+    live, noise = results / LIVE_REPORT, results / LIVE_NOISE
     context = [results / r for r in (REPRO_49986, CONTEXT_MIX, *LIVE_CONTEXT) if (results / r).is_file()]
-    return ([live] if live.is_file() else []) + sorted(results.glob(SWEEP_REPORTS)) + context
+    first = [p for p in (live, noise) if live.is_file() and p.is_file()]
+    return first + sorted(results.glob(SWEEP_REPORTS)) + context
 
 
 def render(results: Path = RESULTS) -> str:
@@ -505,10 +545,11 @@ def render(results: Path = RESULTS) -> str:
     Raises:
         ReportError: a report cannot be read or lacks the structure the tables need.
     """
-    live_path = results / LIVE_REPORT
+    live_path, noise_path = results / LIVE_REPORT, results / LIVE_NOISE
     live = (rel_path(live_path), load_report(live_path)) if live_path.is_file() else None
+    noise = (rel_path(noise_path), load_report(noise_path)) if noise_path.is_file() else None
     sweeps = [(rel_path(p), load_report(p)) for p in sorted(results.glob(SWEEP_REPORTS))]
-    return render_block(live, sweeps, rel_path(results), render_context(results))
+    return render_block(live, sweeps, rel_path(results), render_context(results), noise)
 
 
 def extract_block(text: str) -> str | None:

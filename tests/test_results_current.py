@@ -189,6 +189,40 @@ def test_live_table_exact():
     assert rr.render_live(LIVE, "results/live/report.json") == LIVE_TEXT
 
 
+NOISE = {
+    "provenance": {"commit": "fedcba9876", "dirty": False, "sources_sha256": "z"},
+    "sources": {"results/live": "0123456789abcdef"},
+    "points": [
+        {"report": "live", "concurrency": 4, "contrast_ratio": 1.01, "contrast_90": [0.95, 1.07],
+         "perfect_governor_fail_rate": 0.42},
+        {"report": "live", "concurrency": 1, "contrast_ratio": 0.9712, "contrast_90": [0.9, 1.05],
+         "perfect_governor_fail_rate": 0.12},
+        {"report": "live-context-short", "concurrency": 4, "contrast_ratio": 0.5, "contrast_90": [0.4, 0.6],
+         "perfect_governor_fail_rate": 0.9},
+    ],
+}  # fmt: skip
+
+
+def test_live_section_gives_the_rounds_and_what_the_noise_makes_of_them():
+    live = {**LIVE, "setup": {"repeats": 3}}
+    text = rr.render_live(live, "results/live/report.json", ("results/live-noise/report.json", NOISE))
+    assert "checks: 1 pass, 2 fail, 1 not run, each point the median of 3 runs in rounds over the policies)" in text
+    assert text.endswith(
+        "Against the machine's noise (`results/live-noise/report.json`, commit `fedcba9`): `bandit` over the best "
+        "fixed K with the rounds' speeds taken out, and its 90% interval: C = 1: 0.97x (0.90-1.05); C = 4: 1.01x "
+        "(0.95-1.07). At this noise a governor exactly as fast as the best fixed K would fail the 0.95 check at "
+        "12-42% of these points' runs."
+    )
+    # Made from another live report: not quoted, and the fix is named.
+    other = {**NOISE, "sources": {"results/live": "aaaaaaa"}}
+    text = rr.render_live(live, "results/live/report.json", ("results/live-noise/report.json", other))
+    assert text.endswith(
+        "`results/live-noise/report.json` has not re-read this live report: run "
+        "`python experiments/regenerate.py --only live-noise`."
+    )
+    assert "rounds" not in rr.render_live(LIVE, "results/live/report.json").splitlines()[2]
+
+
 def test_live_point_without_metrics_is_dashes():
     report = {"points": [{"policy": "bandit", "concurrency": 2}]}
     assert rr.render_live(report, "r.json").splitlines()[-1] == "| 2 | bandit | - | - | - | - | - | - |"
