@@ -7,7 +7,8 @@
 The block sits between ``<!-- results:begin -->`` and ``<!-- results:end -->``; where README.md
 has no markers yet, a "## Results" section holding them goes after "## Two commands for a fresh
 machine". It holds the live sweep (``live/report.json``: real vLLM, the bandit per concurrency
-point, with ``live-noise/report.json``'s reading of its verdicts against the machine's noise), the simulator sweeps (``sweep-*/report.json``, one row per scenario; with the server mode
+point, with ``live-noise/report.json``'s reading of its verdicts against the machine's noise),
+the simulator sweeps (``sweep-*/report.json``, one row per scenario; with the server mode
 the bandit ran in and its V1 PIECEWISE twin where the reports record modes) and, where their
 reports exist, the context-length runs (``repro-49986``, ``context-mix``, ``live-context-*``);
 each names its report and the report's commit. A metric a report lacks is shown as "-"; a report
@@ -285,10 +286,11 @@ def noise_line(noise: tuple[str, dict], live: dict) -> str:
         if number(p.get("perfect_governor_fail_rate")) is not None:
             fails.append(number(p["perfect_governor_fail_rate"]))
     rate = f"{100 * min(fails):.0f}-{100 * max(fails):.0f}%" if fails else "-"
+    threshold = fmt(number(report.get("threshold")), "g")
     return (
         f"Against the machine's noise (`{rel}`, {provenance_of(report)}): `{SUBJECT}` over the best fixed K with the "
         f"rounds' speeds taken out, and its 90% interval: " + "; ".join(parts) + f". At this noise a governor "
-        f"exactly as fast as the best fixed K would fail the 0.95 check at {rate} of these points' runs."
+        f"exactly as fast as the best fixed K would fail the {threshold} check {rate} of the time at these points."
     )
 
 
@@ -532,7 +534,8 @@ def rel_path(path: Path) -> str:
 
 
 def quoted_reports(results: Path = RESULTS) -> list[Path]:
-    """Every report file the block quotes: the live report if present, then each sweep's, sorted."""
+    """Every report file the block quotes: the live report and its noise reading if present, then
+    each sweep's, sorted, then the context-length reports."""
     live, noise = results / LIVE_REPORT, results / LIVE_NOISE
     context = [results / r for r in (REPRO_49986, CONTEXT_MIX, *LIVE_CONTEXT) if (results / r).is_file()]
     first = [p for p in (live, noise) if live.is_file() and p.is_file()]

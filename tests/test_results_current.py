@@ -191,6 +191,7 @@ def test_live_table_exact():
 
 NOISE = {
     "provenance": {"commit": "fedcba9876", "dirty": False, "sources_sha256": "z"},
+    "threshold": 0.95,
     "sources": {"results/live": "0123456789abcdef"},
     "points": [
         {"report": "live", "concurrency": 4, "contrast_ratio": 1.01, "contrast_90": [0.95, 1.07],
@@ -210,8 +211,8 @@ def test_live_section_gives_the_rounds_and_what_the_noise_makes_of_them():
     assert text.endswith(
         "Against the machine's noise (`results/live-noise/report.json`, commit `fedcba9`): `bandit` over the best "
         "fixed K with the rounds' speeds taken out, and its 90% interval: C = 1: 0.97x (0.90-1.05); C = 4: 1.01x "
-        "(0.95-1.07). At this noise a governor exactly as fast as the best fixed K would fail the 0.95 check at "
-        "12-42% of these points' runs."
+        "(0.95-1.07). At this noise a governor exactly as fast as the best fixed K would fail the 0.95 check "
+        "12-42% of the time at these points."
     )
     # Made from another live report: not quoted, and the fix is named.
     other = {**NOISE, "sources": {"results/live": "aaaaaaa"}}
