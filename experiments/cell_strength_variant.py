@@ -21,6 +21,7 @@ import dataclasses
 
 import numpy as np
 
+from banditk.core.config import GovernorConfig
 from banditk.governor import bandit, cell_strength
 from banditk.governor.posterior import GoodputPosterior
 
@@ -68,8 +69,25 @@ class FittedCountDataRidgePosterior(FittedCountPosterior):
 
 
 POSTERIORS = {"cell-strength": FittedCountPosterior, "cell-strength+data-ridge": FittedCountDataRidgePosterior}
+#: The defaults the change would ship with: the prior guess tau0 = 5% (latency_cv 0.1 / sqrt(4)).
+WIRED_DEFAULTS = {"cell_prior_count": 4.0}
 
 
-def install(name: str = "cell-strength") -> None:
-    """Make the bandit governor build the posterior of variant ``name`` (a key of POSTERIORS)."""
-    bandit.GoodputPosterior = POSTERIORS[name]
+def wired(posterior: type) -> type:
+    """``posterior`` built with :data:`WIRED_DEFAULTS` where a config leaves a field at its
+    shipped default: the change as a user would get it, flag-free."""
+    shipped = GovernorConfig.__dataclass_fields__
+
+    class Wired(posterior):
+        def __init__(self, config, prior) -> None:
+            same = {k: v for k, v in WIRED_DEFAULTS.items() if getattr(config, k) == shipped[k].default}
+            super().__init__(dataclasses.replace(config, **same), prior)
+
+    Wired.__name__ = Wired.__qualname__ = f"Wired{posterior.__name__}"
+    return Wired
+
+
+def install(name: str = "cell-strength", with_defaults: bool = False) -> None:
+    """Make the bandit governor build the posterior of variant ``name`` (a key of POSTERIORS),
+    with :data:`WIRED_DEFAULTS` in place of the shipped defaults if ``with_defaults``."""
+    bandit.GoodputPosterior = wired(POSTERIORS[name]) if with_defaults else POSTERIORS[name]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing as mp
 import statistics
 import sys
 import time
@@ -46,6 +47,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))  # its sibling scripts, also when loaded from a file path
+
+import cell_strength_variant  # noqa: E402
 
 from banditk.core.config import GovernorConfig  # noqa: E402
 from banditk.core.errors import ConfigError  # noqa: E402
@@ -296,12 +300,20 @@ def main(argv=None) -> int:
         metavar="JSON",
         help="GovernorConfig fields to try instead of the defaults (a lever, measured)",
     )
+    p.add_argument(
+        "--variant",
+        choices=sorted(cell_strength_variant.POSTERIORS),
+        default=None,
+        help="a governor change under study, installed before the runs (experiments/cell_strength_variant.py)",
+    )
     p.add_argument("--quick", action="store_true", help=f"points {', '.join(QUICK_POINTS)}, seed 0 only")
     p.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "oscillation-actions", help="report folder")
     args = p.parse_args(argv)
     if args.workers < 1:
         p.error(f"--workers must be at least 1, got {args.workers}")
+    if args.variant:  # the workers are forked: they inherit it
+        cell_strength_variant.install(args.variant)
     proto = ProtocolConfig()
     seeds = [0] if args.quick else list(proto.seeds)
     if args.quick:
@@ -317,7 +329,9 @@ def main(argv=None) -> int:
     cfg = {"warmup": proto.warmup, "measured": proto.measured}
     jobs = [(n, c, pol, s, cfg, args.governor_config) for n, c, pol, _ in points for s in seeds]
     t0, results = time.time(), []
-    with ProcessPoolExecutor(args.workers) as pool:
+    # Forked, as the protocol's pool is: the workers inherit an installed variant.
+    ctx = mp.get_context("fork") if sys.platform.startswith("linux") else None
+    with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
         for i, r in enumerate(pool.map(run_seed, jobs), 1):
             results.append(r)
             eta = (time.time() - t0) / i * (len(jobs) - i)
@@ -338,6 +352,7 @@ def main(argv=None) -> int:
     report = {
         "provenance": provenance(),
         "governor_config": args.governor_config,
+        "variant": args.variant,
         "seeds": seeds,
         "warmup": cfg["warmup"],
         "measured": cfg["measured"],
