@@ -235,6 +235,7 @@ def markdown(report: dict) -> str:
         "",
         f"Made by `experiments/oscillation_actions.py` at commit `{report['provenance']['commit'][:7]}`"
         + (f", governor config {json.dumps(report['governor_config'])}" if report["governor_config"] else "")
+        + (f", variant `{report['variant']}` (experiments/cell_strength_variant.py)" if report.get("variant") else "")
         + f"; seeds {report['seeds']}, {report['warmup']} warm-up + {report['measured']} measured steps.",
         "Per 1,000 decided steps after warm-up, pooled over seeds; the protocol allows 2.",
         "",
