@@ -112,8 +112,17 @@ def oscillating_points(report: dict) -> int:
     return sum(1 for m in medians if m is not None and m > OSCILLATION_LIMIT)
 
 
+#: The comparison table's header: the README's sweep columns between ``run`` and the count.
+HEADER = (
+    "| run | scenario | checks pass / fail | worst bandit / best fixed K | max oscillations / 1k "
+    f"| regret flat / prior | commit | bandit points over {OSCILLATION_LIMIT:g} / 1k |"
+)
+
+
 def comparison_row(name: str, which: str, report: dict, rel: str) -> str:
-    return f"| {which} {sweep_row(name, report, rel)[2:]} {oscillating_points(report)} |"
+    """``which`` (committed or variant) and the README's sweep row of ``report``, plus its count
+    of points over the oscillation limit."""
+    return f"| {which} {sweep_row(name, report, rel)} {oscillating_points(report)} |"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,17 +139,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         f"Variant: {args.variant or 'none'}; governor fields: `{json.dumps(fields)}`; made at commit `{provenance().get('commit', '?')[:7]}`.",
         "",
-        "| run | scenario | checks pass / fail | worst bandit / best fixed K | max oscillations / 1k "
-        f"| regret flat / prior | commit | bandit points over {OSCILLATION_LIMIT:g} / 1k |",
+        HEADER,
         "|---|---|---:|---:|---:|---:|---|---:|",
     ]
     t0 = time.time()
     for i, path in enumerate(paths, 1):
         scn = load_scenario(path)
         print(f"[{i}/{len(paths)}] {scn.name} ({time.time() - t0:.0f} s so far)", flush=True)
-        cfg = protocol.ProtocolConfig(workers=args.workers, quick=args.quick)
-        if args.quick:
-            cfg = protocol.ProtocolConfig.quick_mode(workers=args.workers)
+        make = protocol.ProtocolConfig.quick_mode if args.quick else protocol.ProtocolConfig
+        cfg = make(workers=args.workers)
         report = protocol.run_protocol(scn, cfg, progress=False)
         report["governor_config"], report["variant"] = fields, args.variant
         out = args.out / f"sweep-{scn.name}"

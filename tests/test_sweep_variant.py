@@ -48,3 +48,13 @@ def test_the_fields_and_the_variant_reach_the_protocols_bandits(monkeypatch):
     assert type(gov.posterior).__name__ == "FittedCountPosterior"
     assert gov.posterior.count_prior == 3.0
     assert built[1].policy.name != "bandit"  # the fields reach bandit policies only, and do not break others
+
+
+def test_a_comparison_row_has_the_headers_cells():
+    import json
+    from pathlib import Path
+
+    path = Path(sweep_variant.ROOT) / "results" / "sweep-49548" / "report.json"
+    row = sweep_variant.comparison_row("49548", "committed", json.loads(path.read_text()), str(path))
+    assert row.count("|") == sweep_variant.HEADER.count("|")
+    assert row.startswith("| committed | 49548 |")
