@@ -23,7 +23,8 @@ import numpy as np
 
 from banditk.core.config import GovernorConfig
 from banditk.governor import bandit, cell_strength
-from banditk.governor.posterior import GoodputPosterior
+from banditk.governor.posterior import NOISE_SHAPE, GoodputPosterior
+from banditk.posterior import nig
 
 
 class FittedCountPosterior(GoodputPosterior):
@@ -68,7 +69,116 @@ class FittedCountDataRidgePosterior(FittedCountPosterior):
         super().refresh()
 
 
-POSTERIORS = {"cell-strength": FittedCountPosterior, "cell-strength+data-ridge": FittedCountDataRidgePosterior}
+def leverage_ratio(design: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Per cell, its row's leverage over the highest of the measured cells' rows (the model's
+    prediction variance there over its worst at a measured cell); inf outside their span.
+
+    >>> d = np.array([[1.0, 1.0], [1.0, 2.0], [1.0, 3.0], [1.0, 9.0]])
+    >>> leverage_ratio(d, np.array([True, False, True, False])).round(2).tolist()
+    [1.0, 0.5, 1.0, 25.0]
+    >>> leverage_ratio(np.eye(2), np.array([True, False])).tolist()
+    [1.0, inf]
+    """
+    rows = design.reshape(-1, design.shape[-1])
+    scale = np.maximum(np.abs(rows).max(axis=0), 1e-300)  # features differ by orders of magnitude
+    x, xm = rows / scale, rows[measured.reshape(-1)] / scale
+    if xm.shape[0] == 0:
+        return np.full(design.shape[:-1], np.inf)
+    gram = xm.T @ xm
+    gram_inv = np.linalg.pinv(gram)
+    h = np.einsum("ij,jk,ik->i", x, gram_inv, x)
+    in_span = np.linalg.norm(x - x @ (gram_inv @ gram), axis=1) <= 1e-8 * np.linalg.norm(x, axis=1)
+    h_max = float(np.max(np.einsum("ij,jk,ik->i", xm, gram_inv, xm)))
+    return np.where(in_span, h / h_max, np.inf).reshape(design.shape[:-1])
+
+
+def surrounded(design: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Per cell, whether the measured cells' rows surround its row: it lies in their span, at a
+    leverage no higher than the highest of theirs. The model's time there interpolates what was
+    measured; elsewhere (a K with a feature row of its own, a B beyond those measured) it
+    extrapolates, and no residual says how well.
+
+    >>> d = np.array([[1.0, 1.0], [1.0, 2.0], [1.0, 3.0], [1.0, 9.0], [1.0, -5.0]])
+    >>> surrounded(d, np.array([True, False, True, False, False])).tolist()
+    [True, True, True, False, False]
+    >>> surrounded(np.eye(2), np.array([True, False])).tolist()  # the second row is outside the span
+    [True, False]
+    """
+    return leverage_ratio(design, measured) <= 1.0 + 1e-9
+
+
+class LeverageGatedPosterior(FittedCountPosterior):
+    """:class:`FittedCountPosterior` whose fitted count applies only to the cells the measured ones
+    surround (:func:`surrounded`); every other cell keeps the shipped flat count."""
+
+    FLAT_COUNT = GovernorConfig.__dataclass_fields__["cell_prior_count"].default
+    #: False: the fitted count where surrounded, the flat one elsewhere. True: the fitted count
+    #: divided by the leverage ratio where above 1 (the prediction's variance grows with it),
+    #: the flat one outside the span.
+    SCALED = False
+
+    def update_cache(self) -> None:
+        fitted = self.count_prior
+        if not self.scale_pending:
+            fitted = cell_strength.fitted_cell_count(
+                self.decode_only,
+                self.cell_prior_mean,
+                self._design,
+                self.config.latency_cv,
+                self.count_prior,
+                self.count_cap,
+            )
+        ratio = leverage_ratio(self._design, self.decode_only[0] >= cell_strength.MIN_CELL_OBSERVATIONS)
+        if self.SCALED:
+            scaled = fitted / np.maximum(np.where(np.isfinite(ratio), ratio, 1.0), 1.0)
+            self.cell_counts = np.where(np.isfinite(ratio), np.maximum(scaled, self.FLAT_COUNT), self.FLAT_COUNT)
+        else:
+            self.cell_counts = np.where(ratio <= 1.0 + 1e-9, fitted, self.FLAT_COUNT)
+        GoodputPosterior.update_cache(self)
+
+    def latency_params(self, bucket=slice(None)):
+        p, d, cfg = self.prior_stats, self.data, self.config
+        m0 = self.cell_prior_mean[bucket]
+        counts = getattr(self, "cell_counts", None)
+        k0 = self.FLAT_COUNT if counts is None else counts[bucket]
+        return nig.posterior(
+            m0,
+            k0,
+            NOISE_SHAPE,
+            NOISE_SHAPE * (cfg.latency_cv * m0) ** 2,
+            p.cell_n[bucket] + d.cell_n[bucket],
+            p.cell_sum[bucket] + d.cell_sum[bucket],
+            p.cell_sumsq[bucket] + d.cell_sumsq[bucket],
+        )
+
+    def _update_cell(self, bucket: int, k: int) -> None:
+        p, d, cfg = self.prior_stats, self.data, self.config
+        m0 = float(self.cell_prior_mean[bucket, k])
+        out = nig.posterior_scalar(
+            m0,
+            float(self.cell_counts[bucket, k]),
+            NOISE_SHAPE,
+            NOISE_SHAPE * (cfg.latency_cv * m0) ** 2,
+            float(p.cell_n[bucket, k] + d.cell_n[bucket, k]),
+            float(p.cell_sum[bucket, k] + d.cell_sum[bucket, k]),
+            float(p.cell_sumsq[bucket, k] + d.cell_sumsq[bucket, k]),
+        )
+        self.post_m[bucket, k], self.post_k[bucket, k], self.post_a[bucket, k], self.post_b[bucket, k] = out
+
+
+class LeverageScaledPosterior(LeverageGatedPosterior):
+    """:class:`LeverageGatedPosterior` with the fitted count shrunk by the leverage ratio beyond
+    the measured rows instead of dropped to the flat count."""
+
+    SCALED = True
+
+
+POSTERIORS = {
+    "cell-strength": FittedCountPosterior,
+    "cell-strength+data-ridge": FittedCountDataRidgePosterior,
+    "cell-strength-gated": LeverageGatedPosterior,
+    "cell-strength-leverage": LeverageScaledPosterior,
+}
 #: The defaults the change would ship with: the prior guess tau0 = 5% (latency_cv 0.1 / sqrt(4)).
 WIRED_DEFAULTS = {"cell_prior_count": 4.0}
 
