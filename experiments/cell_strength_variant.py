@@ -173,24 +173,38 @@ class LeverageScaledPosterior(LeverageGatedPosterior):
     SCALED = True
 
 
+class DataRidgePosterior(GoodputPosterior):
+    """The shipped posterior with only the latency model's ridge scaled by the rows observed."""
+
+    refresh = FittedCountDataRidgePosterior.refresh
+
+
 POSTERIORS = {
     "cell-strength": FittedCountPosterior,
     "cell-strength+data-ridge": FittedCountDataRidgePosterior,
     "cell-strength-gated": LeverageGatedPosterior,
     "cell-strength-leverage": LeverageScaledPosterior,
+    "data-ridge": DataRidgePosterior,
 }
-#: The defaults the change would ship with: the prior guess tau0 = 5% (latency_cv 0.1 / sqrt(4)).
-WIRED_DEFAULTS = {"cell_prior_count": 4.0}
+#: The defaults each change would ship with: the prior guess of the count tau0 = 5%
+#: (latency_cv 0.1 / sqrt(4)); a ridge worth one observed row per feature.
+WIRED_DEFAULTS = {
+    "cell-strength": {"cell_prior_count": 4.0},
+    "cell-strength+data-ridge": {"cell_prior_count": 4.0, "model_prior_strength": 1.0},
+    "cell-strength-gated": {"cell_prior_count": 4.0},
+    "cell-strength-leverage": {"cell_prior_count": 4.0},
+    "data-ridge": {"model_prior_strength": 1.0},
+}
 
 
-def wired(posterior: type) -> type:
-    """``posterior`` built with :data:`WIRED_DEFAULTS` where a config leaves a field at its
-    shipped default: the change as a user would get it, flag-free."""
+def wired(posterior: type, defaults: dict) -> type:
+    """``posterior`` built with ``defaults`` where a config leaves a field at its shipped
+    default: the change as a user would get it, flag-free."""
     shipped = GovernorConfig.__dataclass_fields__
 
     class Wired(posterior):
         def __init__(self, config, prior) -> None:
-            same = {k: v for k, v in WIRED_DEFAULTS.items() if getattr(config, k) == shipped[k].default}
+            same = {k: v for k, v in defaults.items() if getattr(config, k) == shipped[k].default}
             super().__init__(dataclasses.replace(config, **same), prior)
 
     Wired.__name__ = Wired.__qualname__ = f"Wired{posterior.__name__}"
@@ -199,5 +213,6 @@ def wired(posterior: type) -> type:
 
 def install(name: str = "cell-strength", with_defaults: bool = False) -> None:
     """Make the bandit governor build the posterior of variant ``name`` (a key of POSTERIORS),
-    with :data:`WIRED_DEFAULTS` in place of the shipped defaults if ``with_defaults``."""
-    bandit.GoodputPosterior = wired(POSTERIORS[name]) if with_defaults else POSTERIORS[name]
+    with its :data:`WIRED_DEFAULTS` in place of the shipped defaults if ``with_defaults``."""
+    posterior = POSTERIORS[name]
+    bandit.GoodputPosterior = wired(posterior, WIRED_DEFAULTS[name]) if with_defaults else posterior

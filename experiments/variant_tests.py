@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "provenance": provenance(),
         "variant": args.variant,
-        "defaults": cell_strength_variant.WIRED_DEFAULTS,
+        "defaults": cell_strength_variant.WIRED_DEFAULTS[args.variant],
         "tests": list(BEHAVIOUR_TESTS),
         "pytest_exit_code": int(code),
         **counts,

@@ -156,3 +156,11 @@ def test_the_shipped_ridge_keeps_the_model_off_an_exactly_linear_clock():
     exact = fed_posterior(variant.FittedCountPosterior, np.ones(5))
     assert exact.config.cell_prior_count < 0.5
     assert fed_posterior(variant.FittedCountDataRidgePosterior, np.ones(5)).config.cell_prior_count > 1.0
+
+
+def test_a_variant_with_its_defaults_replaces_only_fields_left_at_the_shipped_default(monkeypatch):
+    monkeypatch.setattr(bandit, "GoodputPosterior", bandit.GoodputPosterior)
+    variant.install("cell-strength+data-ridge", with_defaults=True)
+    gov = bandit.BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, model_prior_strength=5.0))
+    assert gov.posterior.count_prior == 4.0  # left at the shipped 0.1: the variant's 4
+    assert gov.posterior.config.model_prior_strength == 5.0  # set by the user: kept
