@@ -55,8 +55,8 @@ def data_scaled_precision(xtx: np.ndarray, n: float, strength: float) -> np.ndar
     return np.diag(strength * np.diag(xtx) / n)
 
 
-class FittedCountDataRidgePosterior(FittedCountPosterior):
-    """:class:`FittedCountPosterior` whose latency model's ridge is scaled by the rows observed."""
+class DataRidge:
+    """Mixed in before a posterior: the latency model's ridge scaled by the rows observed."""
 
     def refresh(self) -> None:
         self.fold_pending()
@@ -67,6 +67,10 @@ class FittedCountDataRidgePosterior(FittedCountPosterior):
                 p.reg_xtx + d.reg_xtx, n, self.config.model_prior_strength
             )
         super().refresh()
+
+
+class FittedCountDataRidgePosterior(DataRidge, FittedCountPosterior):
+    """:class:`FittedCountPosterior` whose latency model's ridge is scaled by the rows observed."""
 
 
 def leverage_ratio(design: np.ndarray, measured: np.ndarray) -> np.ndarray:
@@ -173,10 +177,8 @@ class LeverageScaledPosterior(LeverageGatedPosterior):
     SCALED = True
 
 
-class DataRidgePosterior(GoodputPosterior):
+class DataRidgePosterior(DataRidge, GoodputPosterior):
     """The shipped posterior with only the latency model's ridge scaled by the rows observed."""
-
-    refresh = FittedCountDataRidgePosterior.refresh
 
 
 POSTERIORS = {

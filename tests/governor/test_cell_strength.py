@@ -164,3 +164,12 @@ def test_a_variant_with_its_defaults_replaces_only_fields_left_at_the_shipped_de
     gov = bandit.BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, model_prior_strength=5.0))
     assert gov.posterior.count_prior == 4.0  # left at the shipped 0.1: the variant's 4
     assert gov.posterior.config.model_prior_strength == 5.0  # set by the user: kept
+
+
+def test_the_ridge_scaled_by_the_rows_seen_fits_the_linear_clock_on_its_own():
+    post = fed_posterior(variant.DataRidgePosterior, np.ones(5), model_prior_strength=1.0)
+    truth = np.asarray(SyntheticTruth().weights)
+    for bucket in (1, 5, 9):
+        want = features(float(post.rep_batch[bucket]), np.arange(5)) @ truth
+        assert np.allclose(post.cell_prior_mean[bucket], want, rtol=0.05)
+    assert post.config.cell_prior_count == 4.0  # as fed_posterior configures it: not refit here
