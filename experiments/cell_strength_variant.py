@@ -35,13 +35,18 @@ class FittedCountPosterior(GoodputPosterior):
         self.count_cap = config.explore_steps / 2.0
         super().__init__(config, prior)
 
+    def fitted_count(self) -> float:
+        """The count fit to the measured cells; the prior guess while the model's means are
+        placeholders (the scale is not known yet)."""
+        if self.scale_pending:
+            return self.count_prior
+        cfg = self.config
+        return cell_strength.fitted_cell_count(
+            self.decode_only, self.cell_prior_mean, self._design, cfg.latency_cv, self.count_prior, self.count_cap
+        )
+
     def update_cache(self) -> None:
-        cfg, count = self.config, self.count_prior
-        if not self.scale_pending:  # the model's means are placeholders until the scale is known
-            count = cell_strength.fitted_cell_count(
-                self.decode_only, self.cell_prior_mean, self._design, cfg.latency_cv, self.count_prior, self.count_cap
-            )
-        self.config = dataclasses.replace(cfg, cell_prior_count=count)
+        self.config = dataclasses.replace(self.config, cell_prior_count=self.fitted_count())
         super().update_cache()
 
 
@@ -116,34 +121,20 @@ class LeverageGatedPosterior(FittedCountPosterior):
     surround (:func:`surrounded`); every other cell keeps the shipped flat count."""
 
     FLAT_COUNT = GovernorConfig.__dataclass_fields__["cell_prior_count"].default
-    #: False: the fitted count where surrounded, the flat one elsewhere. True: the fitted count
-    #: divided by the leverage ratio where above 1 (the prediction's variance grows with it),
-    #: the flat one outside the span.
-    SCALED = False
+
+    def cell_counts_for(self, fitted: float, measured: np.ndarray) -> np.ndarray:
+        return np.where(surrounded(self._design, measured), fitted, self.FLAT_COUNT)
 
     def update_cache(self) -> None:
-        fitted = self.count_prior
-        if not self.scale_pending:
-            fitted = cell_strength.fitted_cell_count(
-                self.decode_only,
-                self.cell_prior_mean,
-                self._design,
-                self.config.latency_cv,
-                self.count_prior,
-                self.count_cap,
-            )
-        ratio = leverage_ratio(self._design, self.decode_only[0] >= cell_strength.MIN_CELL_OBSERVATIONS)
-        if self.SCALED:
-            scaled = fitted / np.maximum(np.where(np.isfinite(ratio), ratio, 1.0), 1.0)
-            self.cell_counts = np.where(np.isfinite(ratio), np.maximum(scaled, self.FLAT_COUNT), self.FLAT_COUNT)
-        else:
-            self.cell_counts = np.where(ratio <= 1.0 + 1e-9, fitted, self.FLAT_COUNT)
+        measured = self.decode_only[0] >= cell_strength.MIN_CELL_OBSERVATIONS
+        self.cell_counts = self.cell_counts_for(self.fitted_count(), measured)
         GoodputPosterior.update_cache(self)
 
     def latency_params(self, bucket=slice(None)):
+        """The shipped posterior's, with each cell's own count (``bucket`` may also be a cell)."""
         p, d, cfg = self.prior_stats, self.data, self.config
         m0 = self.cell_prior_mean[bucket]
-        counts = getattr(self, "cell_counts", None)
+        counts = getattr(self, "cell_counts", None)  # None while the base class builds
         k0 = self.FLAT_COUNT if counts is None else counts[bucket]
         return nig.posterior(
             m0,
@@ -156,25 +147,20 @@ class LeverageGatedPosterior(FittedCountPosterior):
         )
 
     def _update_cell(self, bucket: int, k: int) -> None:
-        p, d, cfg = self.prior_stats, self.data, self.config
-        m0 = float(self.cell_prior_mean[bucket, k])
-        out = nig.posterior_scalar(
-            m0,
-            float(self.cell_counts[bucket, k]),
-            NOISE_SHAPE,
-            NOISE_SHAPE * (cfg.latency_cv * m0) ** 2,
-            float(p.cell_n[bucket, k] + d.cell_n[bucket, k]),
-            float(p.cell_sum[bucket, k] + d.cell_sum[bucket, k]),
-            float(p.cell_sumsq[bucket, k] + d.cell_sumsq[bucket, k]),
-        )
+        out = (float(v) for v in self.latency_params((bucket, k)))
         self.post_m[bucket, k], self.post_k[bucket, k], self.post_a[bucket, k], self.post_b[bucket, k] = out
 
 
 class LeverageScaledPosterior(LeverageGatedPosterior):
-    """:class:`LeverageGatedPosterior` with the fitted count shrunk by the leverage ratio beyond
-    the measured rows instead of dropped to the flat count."""
+    """:class:`LeverageGatedPosterior` with the fitted count divided by the leverage ratio beyond
+    the measured rows (the prediction's variance grows with it) instead of dropped to the flat
+    count; the flat count outside their span."""
 
-    SCALED = True
+    def cell_counts_for(self, fitted: float, measured: np.ndarray) -> np.ndarray:
+        ratio = leverage_ratio(self._design, measured)
+        finite = np.isfinite(ratio)
+        scaled = fitted / np.maximum(np.where(finite, ratio, 1.0), 1.0)
+        return np.where(finite, np.maximum(scaled, self.FLAT_COUNT), self.FLAT_COUNT)
 
 
 class DataRidgePosterior(DataRidge, GoodputPosterior):

@@ -65,10 +65,10 @@ def misfit_variance(
     measured = n >= MIN_CELL_OBSERVATIONS
     if not measured.any():
         return float(prior_tau2)
-    w, s, ss, m = n[measured], total[measured], total_sq[measured], model_s[measured]
-    mean = s / w
+    w, ss, m = n[measured], total_sq[measured], model_s[measured]
+    mean = total[measured] / w
     ok = (mean > 0.0) & (m > 0.0)
-    w, s, ss, m, mean = w[ok], s[ok], ss[ok], m[ok], mean[ok]
+    w, ss, m, mean = w[ok], ss[ok], m[ok], mean[ok]
     if mean.size == 0:
         return float(prior_tau2)
     r2 = np.log(mean / m) ** 2
