@@ -10,6 +10,10 @@ count in use follows the measured cells at each refit of the latency model, capp
 latency model's ridge prior by the rows observed, where the governor scales it by every bucket's
 design: worth ``model_prior_strength`` observations like the ones seen, not like a B = 256 step
 (at small B the shipped scaling lets the default shape outweigh hundreds of steps).
+``relative-ridge`` instead makes the ridge relative to each prior weight: worth
+``model_prior_strength`` = (step noise cv / the weights' relative spread)^2, with no feature scale,
+so it binds where a feature is small (extrapolation to buckets not seen) and yields where it is
+large.
 
 :func:`install` replaces the posterior class the bandit governor builds; forked workers inherit
 it. The classes here are the change as it would land in ``governor/posterior.py``.
@@ -22,7 +26,7 @@ import dataclasses
 import numpy as np
 
 from banditk.core.config import GovernorConfig
-from banditk.governor import bandit, cell_strength
+from banditk.governor import bandit, cell_strength, latency_fit
 from banditk.governor.posterior import NOISE_SHAPE, GoodputPosterior
 from banditk.posterior import nig
 
@@ -167,12 +171,49 @@ class DataRidgePosterior(DataRidge, GoodputPosterior):
     """The shipped posterior with only the latency model's ridge scaled by the rows observed."""
 
 
+def relative_precision(w0: np.ndarray, t_mean: float, x_typ: np.ndarray, strength: float) -> np.ndarray:
+    """Ridge precision of a prior that knows each weight relative to its own size:
+    ``strength * (t_mean / w0_j)^2``, i.e. (noise cv / relative spread)^2 of the weights,
+    against steps of mean time ``t_mean``. No feature scale enters, so a B = 256 bucket no
+    one has seen does not make the prior heavier at B = 2, and a weight's prior binds where
+    its feature is small (extrapolation) and gives way where it is large (data). A weight
+    whose prior is 0 is floored where its feature would add 0.1% of a mean step at its
+    typical size ``x_typ``.
+
+    >>> np.diag(relative_precision(np.array([0.01, 0.0]), 0.02, np.array([1.0, 100.0]), 0.01)).tolist()
+    [0.04, 100000000.0]
+    """
+    floor = 1e-3 * t_mean / np.maximum(x_typ, 1e-300)
+    return np.diag(strength * (t_mean / np.maximum(w0, floor)) ** 2)
+
+
+class RelativeRidge:
+    """Mixed in before a posterior: the latency model's ridge relative to each prior weight."""
+
+    def refresh(self) -> None:
+        self.fold_pending()
+        p, d = self.prior_stats, self.data
+        xtx, xty, n = p.reg_xtx + d.reg_xtx, p.reg_xty + d.reg_xty, p.reg_n + d.reg_n
+        w0 = latency_fit.prior_mean(self._prior_weights, xtx, xty, n)
+        if w0 is not None:
+            x_typ = np.sqrt((self._design**2).reshape(-1, self._design.shape[-1]).mean(axis=0))
+            # The mean step seen, or before any step the prior's mean over the design.
+            t_mean = float(xty[0] / n) if n > 0 else float((self._design @ w0).mean())
+            self._model_prior_precision = relative_precision(w0, t_mean, x_typ, self.config.model_prior_strength)
+        super().refresh()
+
+
+class RelativeRidgePosterior(RelativeRidge, GoodputPosterior):
+    """The shipped posterior with the latency model's ridge relative to each prior weight."""
+
+
 POSTERIORS = {
     "cell-strength": FittedCountPosterior,
     "cell-strength+data-ridge": FittedCountDataRidgePosterior,
     "cell-strength-gated": LeverageGatedPosterior,
     "cell-strength-leverage": LeverageScaledPosterior,
     "data-ridge": DataRidgePosterior,
+    "relative-ridge": RelativeRidgePosterior,
 }
 #: The defaults each change would ship with: the prior guess of the count tau0 = 5%
 #: (latency_cv 0.1 / sqrt(4)); a ridge worth one observed row per feature.
@@ -182,6 +223,8 @@ WIRED_DEFAULTS = {
     "cell-strength-gated": {"cell_prior_count": 4.0},
     "cell-strength-leverage": {"cell_prior_count": 4.0},
     "data-ridge": {"model_prior_strength": 1.0},
+    # (10% step noise / weights known within about 30%)^2.
+    "relative-ridge": {"model_prior_strength": 0.1},
 }
 
 
