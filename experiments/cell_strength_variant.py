@@ -207,6 +207,10 @@ class RelativeRidgePosterior(RelativeRidge, GoodputPosterior):
     """The shipped posterior with the latency model's ridge relative to each prior weight."""
 
 
+class FittedCountRelativeRidgePosterior(RelativeRidge, FittedCountPosterior):
+    """:class:`FittedCountPosterior` whose latency model's ridge is relative to each prior weight."""
+
+
 POSTERIORS = {
     "cell-strength": FittedCountPosterior,
     "cell-strength+data-ridge": FittedCountDataRidgePosterior,
@@ -214,6 +218,7 @@ POSTERIORS = {
     "cell-strength-leverage": LeverageScaledPosterior,
     "data-ridge": DataRidgePosterior,
     "relative-ridge": RelativeRidgePosterior,
+    "cell-strength+relative-ridge": FittedCountRelativeRidgePosterior,
 }
 #: The defaults each change would ship with: the prior guess of the count tau0 = 5%
 #: (latency_cv 0.1 / sqrt(4)); a ridge worth one observed row per feature.
@@ -225,6 +230,7 @@ WIRED_DEFAULTS = {
     "data-ridge": {"model_prior_strength": 1.0},
     # (10% step noise / weights known within about 30%)^2.
     "relative-ridge": {"model_prior_strength": 0.1},
+    "cell-strength+relative-ridge": {"cell_prior_count": 4.0, "model_prior_strength": 0.1},
 }
 
 
