@@ -6,6 +6,7 @@ four seeds; a lever that changes exploration is compared here on more.
 
     python experiments/noisy_clock_seeds.py --seeds 0-15 --out results/noisy-clock-seeds.json
     python experiments/noisy_clock_seeds.py --governor-config '{"explore_steps": 16}' ...
+    python experiments/noisy_clock_seeds.py --variant relative-ridge --out ...   # a change under study
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cell_strength_variant  # noqa: E402
 
 from banditk.io.atomic import atomic_write_text
 from banditk.io.provenance import provenance
@@ -30,8 +34,16 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", default="0-15", help="a range lo-hi, inclusive (default %(default)s)")
     p.add_argument("--governor-config", type=json.loads, default={}, help="GovernorConfig fields (JSON)")
+    p.add_argument(
+        "--variant",
+        choices=sorted(cell_strength_variant.POSTERIORS),
+        default=None,
+        help="a governor change under study, with the defaults it would ship with",
+    )
     p.add_argument("--out", type=Path, required=True, help="report file (JSON)")
     args = p.parse_args(argv)
+    if args.variant:
+        cell_strength_variant.install(args.variant, with_defaults=True)
     lo, hi = (int(x) for x in args.seeds.split("-"))
     spec = importlib.util.spec_from_file_location("noisy_clock_test", TEST)
     test = importlib.util.module_from_spec(spec)
@@ -50,6 +62,7 @@ def main(argv=None) -> int:
     report = {
         "provenance": provenance(),
         "governor_config": args.governor_config,
+        "variant": args.variant,
         "find_within": test.FIND_WITHIN,
         "seeds_off_best_late": late,
         "per_seed": rows,
