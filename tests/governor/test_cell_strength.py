@@ -201,8 +201,8 @@ def test_the_relative_ridge_fits_the_clock_where_measured_and_where_extrapolated
 
 
 def test_with_a_prior_files_weights_and_no_step_the_model_is_those_weights():
-    # No step yet, so no mean step time to scale the ridge by: the prior's own mean over the
-    # design stands in (0 / 0 before, which made every cell NaN).
+    # No step yet, so no mean step time to scale the ridge by (0 / 0): the prior's own mean over
+    # the design stands in.
     weights = np.asarray(SyntheticTruth().weights)
     stats = SufficientStats.zeros(4, len(DEFAULT_BUCKET_EDGES))
     prior = Prior(DrafterKey("mtp"), 4, DEFAULT_BUCKET_EDGES, stats, latency_weights=weights)
