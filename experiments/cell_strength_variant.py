@@ -248,6 +248,16 @@ def wired(posterior: type, defaults: dict) -> type:
     return Wired
 
 
+def add_argument(parser, installed: str = "with the defaults it would ship with") -> None:
+    """``--variant``: one of :data:`POSTERIORS`, or none (the shipped governor)."""
+    parser.add_argument(
+        "--variant",
+        choices=sorted(POSTERIORS),
+        default=None,
+        help=f"a governor change under study (experiments/cell_strength_variant.py), {installed}",
+    )
+
+
 def install(name: str = "cell-strength", with_defaults: bool = False) -> None:
     """Make the bandit governor build the posterior of variant ``name`` (a key of POSTERIORS),
     with its :data:`WIRED_DEFAULTS` in place of the shipped defaults if ``with_defaults``."""

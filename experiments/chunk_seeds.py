@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -32,7 +32,7 @@ from banditk.io.provenance import provenance  # noqa: E402
 from banditk.tools.synthetic import SyntheticTruth  # noqa: E402
 
 #: The test whose clock, chunks and run this script repeats.
-TEST = ROOT / "tests" / "governor" / "test_chunk_runs.py"
+TEST = "tests.governor.test_chunk_runs"
 #: As in the test: a verified draft costs 0.6 ms more next to a chunk; 90% of late prompts on K = 1.
 PER_DRAFT_S, CHUNK_K, SHARE = 6e-4, 1, 0.9
 
@@ -40,20 +40,13 @@ PER_DRAFT_S, CHUNK_K, SHARE = 6e-4, 1, 0.9
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", default="0-15", help="a range lo-hi, inclusive (default %(default)s)")
-    p.add_argument(
-        "--variant",
-        choices=sorted(cell_strength_variant.POSTERIORS),
-        default=None,
-        help="a governor change under study, with the defaults it would ship with",
-    )
+    cell_strength_variant.add_argument(p)
     p.add_argument("--out", type=Path, required=True, help="report file (JSON)")
     args = p.parse_args(argv)
     lo, hi = (int(x) for x in args.seeds.split("-"))
     if args.variant:
         cell_strength_variant.install(args.variant, with_defaults=True)
-    spec = importlib.util.spec_from_file_location("chunk_runs_test", TEST)
-    test = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(test)
+    test = importlib.import_module(TEST)
     noisy = dataclasses.replace(SyntheticTruth(), noise_cv=0.10)
     rows = []
     for seed in range(lo, hi + 1):

@@ -12,42 +12,37 @@ four seeds; a lever that changes exploration is compared here on more.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))
+sys.path.insert(0, str(ROOT))  # the test it repeats, as tests.governor.test_noisy_clock
 import cell_strength_variant  # noqa: E402
 
-from banditk.io.atomic import atomic_write_text
-from banditk.io.provenance import provenance
-from banditk.switch_counts import switch_counts
+from banditk.io.atomic import atomic_write_text  # noqa: E402
+from banditk.io.provenance import provenance  # noqa: E402
+from banditk.switch_counts import switch_counts  # noqa: E402
 
 #: The test whose clock, truth and run this script repeats.
-TEST = Path(__file__).resolve().parents[1] / "tests" / "governor" / "test_noisy_clock.py"
+TEST = "tests.governor.test_noisy_clock"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", default="0-15", help="a range lo-hi, inclusive (default %(default)s)")
     p.add_argument("--governor-config", type=json.loads, default={}, help="GovernorConfig fields (JSON)")
-    p.add_argument(
-        "--variant",
-        choices=sorted(cell_strength_variant.POSTERIORS),
-        default=None,
-        help="a governor change under study, with the defaults it would ship with",
-    )
+    cell_strength_variant.add_argument(p)
     p.add_argument("--out", type=Path, required=True, help="report file (JSON)")
     args = p.parse_args(argv)
     if args.variant:
         cell_strength_variant.install(args.variant, with_defaults=True)
     lo, hi = (int(x) for x in args.seeds.split("-"))
-    spec = importlib.util.spec_from_file_location("noisy_clock_test", TEST)
-    test = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(test)
+    test = importlib.import_module(TEST)
     rows = []
     for seed in range(lo, hi + 1):
         ks = test.noisy_run(seed, **args.governor_config)

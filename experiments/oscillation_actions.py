@@ -301,12 +301,7 @@ def main(argv=None) -> int:
         metavar="JSON",
         help="GovernorConfig fields to try instead of the defaults (a lever, measured)",
     )
-    p.add_argument(
-        "--variant",
-        choices=sorted(cell_strength_variant.POSTERIORS),
-        default=None,
-        help="a governor change under study, installed before the runs (experiments/cell_strength_variant.py)",
-    )
+    cell_strength_variant.add_argument(p, "installed before the runs")
     p.add_argument("--quick", action="store_true", help=f"points {', '.join(QUICK_POINTS)}, seed 0 only")
     p.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "oscillation-actions", help="report folder")
