@@ -41,16 +41,12 @@ from banditk.sim.scenario import load_scenario  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 #: The protocol's limit on oscillations per 1,000 stationary steps (docs/evaluation.md).
 OSCILLATION_LIMIT = 2.0
-#: Governor changes under study, each installed into this process before the protocol forks.
-VARIANTS = {name: functools.partial(cell_strength_variant.install, name) for name in cell_strength_variant.POSTERIORS}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--governor-config", default="{}", help="JSON object of GovernorConfig fields for the bandits")
-    p.add_argument(
-        "--variant", choices=sorted(VARIANTS), default=None, help="a governor change under study (see VARIANTS)"
-    )
+    cell_strength_variant.add_argument(p, "installed before the protocol forks (its defaults: --governor-config)")
     p.add_argument(
         "--scenario",
         action="append",
@@ -135,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with_governor_config(fields)
     if args.variant:
-        VARIANTS[args.variant]()
+        cell_strength_variant.install(args.variant)
     rows = [
         f"Variant: {args.variant or 'none'}; governor fields: `{json.dumps(fields)}`; made at commit `{provenance().get('commit', '?')[:7]}`.",
         "",

@@ -39,7 +39,7 @@ def test_the_fields_and_the_variant_reach_the_protocols_bandits(monkeypatch):
     built, build = [], run.build_policy
     monkeypatch.setattr(run, "build_policy", lambda *a, **kw: built.append(build(*a, **kw)) or built[-1])
     sweep_variant.with_governor_config({"cell_prior_count": 3.0})
-    sweep_variant.VARIANTS["cell-strength"]()
+    sweep_variant.cell_strength_variant.install("cell-strength")
     scn = load_scenario(sweep_variant.scenario_paths(["49548"])[0])
     protocol.run_policy(scn, "bandit", seed=0, steps=40, warmup=0)
     protocol.run_policy(scn, "fixed:2", seed=0, steps=40, warmup=0)
