@@ -70,3 +70,26 @@ def test_recording_policy_writes_what_the_fitter_reads(tmp_path):
     # position 1 is reached by every request that drafted at all
     drafted_requests = sum(b for k, b in zip(tr.k, tr.batch) if k > 0)
     assert tr.acc_s[:, 0].sum() + tr.acc_f[:, 0].sum() == drafted_requests
+    # The stream gives no context: each line records the 0 the policy was given, not "unknown".
+    assert (tr.context == 0).all()
+
+
+def test_context_column_round_trips_and_is_unknown_in_older_lines(tmp_path):
+    path = tmp_path / "t.jsonl"
+    d = Decision(k=2, bucket=3, num_decoding=4, step_id=1)
+    o = StepOutcome(np.array([2, 2, 2, 2]), np.array([2, 1, 0, 2]), 0.02)
+    with_ctx, older = step_record(d, o, 3, ctx=9412), step_record(d, o, 3)
+    lines = [header("mtp", 3, "sim"), with_ctx, older, dict(with_ctx, ctx=2**40)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    tr = read_trace(path)
+    assert tr.context.tolist() == [9412, -1, 2**40] and tr.skipped == 0
+
+
+@pytest.mark.parametrize("ctx", [-2, 1.5, "9", True, None, 2**63])
+def test_a_step_line_with_a_bad_context_is_skipped_and_counted(tmp_path, ctx):
+    path = tmp_path / "t.jsonl"
+    d = Decision(k=2, bucket=3, num_decoding=4, step_id=1)
+    good = step_record(d, StepOutcome(np.array([2, 2, 2, 2]), np.array([2, 1, 0, 2]), 0.02), 3, ctx=100)
+    path.write_text("".join(json.dumps(x) + "\n" for x in [header("mtp", 3, "sim"), good, dict(good, ctx=ctx)]))
+    tr = read_trace(path)
+    assert len(tr) == 1 and tr.skipped == 1 and tr.context.tolist() == [100]

@@ -189,6 +189,8 @@ class GovernorRuntime:
                 t_schedule=self._t_schedule,
                 num_reqs=len(scheduler_output.num_scheduled_tokens),
             )
+            # The trace's `ctx`: `banditk fit` splits cells by context with it.
+            self.ledger.entry(step).extra["ctx"] = context_tokens
             if fallback is not None:
                 self.ledger.entry(step).extra["fallback"] = fallback
                 fb = self.telemetry.fallbacks
@@ -388,6 +390,7 @@ class GovernorRuntime:
                     prev.decision,
                     outcome,
                     k_max,
+                    ctx=prev.extra.get("ctx", -1),
                     t=round(time.time(), 3),
                     kv=round(self.telemetry.kv_usage, 4),
                     queue=self.telemetry.queue_len,

@@ -38,7 +38,9 @@ class RecordingPolicy:
         self.policy.observe(decision, outcome)
         if decision.num_decoding > 0:
             ctx = self._last_context
-            extra = {} if ctx is None else {"kv": round(ctx.kv_usage, 4), "queue": ctx.queue_len}
+            extra = (
+                {} if ctx is None else {"ctx": ctx.context_tokens, "kv": round(ctx.kv_usage, 4), "queue": ctx.queue_len}
+            )
             self._fh.write(
                 json.dumps(step_record(decision, outcome, self.k_max, **extra), separators=(",", ":")) + "\n"
             )

@@ -5,10 +5,12 @@ The first line is a header, every other line one step::
     {"trace": "banditk/trace", "version": 1, "drafter": {"class": "mtp", ...}, "k_max": 4,
      "source": "vllm" | "sim", "hardware": "gb10", "vllm_version": "0.32.0", ...}
     {"step": 17, "B": 8, "k": 2, "step_s": 0.0231, "draft_s": 0.004, "target_s": 0.017,
-     "acc_s": [7, 5, 0, 0], "acc_f": [1, 2, 0, 0], "prefill": 0, "kv": 0.31, "queue": 0}
+     "acc_s": [7, 5, 0, 0], "acc_f": [1, 2, 0, 0], "prefill": 0, "ctx": 9412, "kv": 0.31, "queue": 0}
 
 ``B`` counts requests that decoded; ``prefill`` the prompt tokens computed in the same
-step (absent means 0); ``k`` is the K the step's drafts were proposed with; ``bucket`` the
+step (absent means 0); ``ctx`` the decoding requests' context tokens (prompt and generated,
+in the KV cache), summed, as the governor's ``StepContext.context_tokens`` had them (absent
+in logs from before it was traced: not known); ``k`` is the K the step's drafts were proposed with; ``bucket`` the
 batch bucket its decision consulted (-1 for policies without buckets; absent in older
 logs); ``acc_s``/``acc_f`` are per-position successes and first failures (see
 :mod:`banditk.posterior.acceptance`); ``draft_s``/``target_s`` may be null. A line with
@@ -92,6 +94,7 @@ class Trace:
     acc_s: np.ndarray  # (steps, k_max)
     acc_f: np.ndarray
     prefill: np.ndarray
+    context: np.ndarray  # the ``ctx`` column; -1 where the line has none
     skipped: int = 0
 
     @property
@@ -166,6 +169,7 @@ def read_trace(path: str | os.PathLike, *, max_steps: int | None = None) -> Trac
         np.array(cols[5], dtype=float),
         np.array(cols[6], dtype=float),
         np.array(cols[7], dtype=np.int64),
+        np.array(cols[8], dtype=np.int64),
         skipped,
     )
 
@@ -185,6 +189,8 @@ def _check_header(rec: dict, name: str) -> dict:
 
 #: Largest batch or token count a step line may carry (it must fit the int64 columns).
 _MAX_COUNT = 2**31
+#: Largest summed context a step line may carry: a batch's sum outgrows an int32, not an int64.
+_MAX_CONTEXT = 2**62
 #: Longest step a line may report: no scheduler step takes hours, and a finite but huge time
 #: (1e200) would overflow the fit's sums of squares.
 MAX_STEP_S = 3600.0
@@ -222,6 +228,9 @@ def _parse_step(rec: dict, k_max: int) -> tuple | None:
     prefill = rec.get("prefill", 0)
     if isinstance(prefill, bool) or not isinstance(prefill, int) or not 0 <= prefill <= _MAX_COUNT:
         return None
+    ctx = rec.get("ctx", -1)
+    if isinstance(ctx, bool) or not isinstance(ctx, int) or not -1 <= ctx <= _MAX_CONTEXT:
+        return None
     return (
         b,
         k,
@@ -231,4 +240,5 @@ def _parse_step(rec: dict, k_max: int) -> tuple | None:
         acc_s,
         acc_f,
         prefill,
+        ctx,
     )

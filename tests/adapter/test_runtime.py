@@ -192,6 +192,27 @@ def test_telemetry_log_and_snapshot(tmp_path):
     assert load_prior(snap, drafter_class="draft_model", k_max=3).k_max == 3
 
 
+def test_each_trace_line_carries_the_context_its_decision_was_made_with(tmp_path):
+    # `banditk fit --context-edges` splits cells by the traced `ctx`: it must be the
+    # decision's own context (the step that drafted), not the crediting step's.
+    pol = RecordingPolicy([1, 2, 1, 2, 1])
+    log = tmp_path / "t.jsonl"
+    rt = make_runtime(pol, telemetry_log=str(log))
+    sch = FakeScheduler()
+    sch.add("a", prompt=30, computed=30)
+    sch.add("b", prompt=500, computed=500)
+    for i in range(5):
+        sch.requests["a"].num_computed_tokens = 30 + i
+        sch.requests["b"].num_computed_tokens = 500 + 7 * i
+        step(rt, sch, FakeOutput({"a": 1, "b": 1}), verified=[("a", 1, 1), ("b", 1, 0)])
+    rt.close()
+    from banditk.io.trace import read_trace
+
+    tr = read_trace(log)
+    seen = [c.context_tokens for c in pol.contexts]
+    assert len(set(seen)) == 5 and tr.context.tolist() == seen[: len(tr)] and len(tr) == 4
+
+
 def test_idle_engine_flushes_snapshot_and_evicts_histories(tmp_path):
     from banditk.core.config import GovernorConfig
     from banditk.governor import BanditGovernor

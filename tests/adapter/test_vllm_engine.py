@@ -273,10 +273,12 @@ def test_telemetry_log_is_a_trace_that_banditk_fit_reads(governed):
     lines = [json.loads(x) for x in (d / "steps.jsonl").read_text().splitlines()]
     head, rows = lines[0], [r for r in lines[1:] if "event" not in r]  # fallback events are not steps
     assert head["trace"] == "banditk/trace" and head["source"] == "vllm" and head["k_max"] == K_MAX
-    assert rows and {"k", "B", "acc_s", "acc_f", "prefill", "step_s", "draft_s", "target_s", "t"} <= set(rows[0])
+    assert rows and {"k", "B", "acc_s", "acc_f", "prefill", "ctx", "step_s", "draft_s", "target_s", "t"} <= set(rows[0])
     assert all(0 <= r["k"] <= K_MAX for r in rows)
+    # Every decoding request holds at least its prompt and a token in the KV cache.
+    assert all(r["ctx"] > r["B"] for r in rows if r["B"] > 0)
     tr = read_trace(d / "steps.jsonl")
-    assert len(tr) == len(rows) and tr.skipped == 0
+    assert len(tr) == len(rows) and tr.skipped == 0 and tr.context.tolist() == [r["ctx"] for r in rows]
     # The log holds the credited steps (a step after a prefill-only step has no decision to
     # credit), so per position it accepts at most what the telemetry counted, and not nothing.
     t = runtime(llm).telemetry
