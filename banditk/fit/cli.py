@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from banditk.core.buckets import DEFAULT_BUCKET_EDGES
+from banditk.core.buckets import DEFAULT_BUCKET_EDGES, DEFAULT_CONTEXT_EDGES, NO_CONTEXT_EDGES
 
 DESCRIPTION = """\
 Fit a Bayesian model of step time and acceptance to step traces (the vLLM adapter's JSONL
@@ -81,6 +81,16 @@ def add_fit_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
         help="batch-size bucket edges of the cells; must match the governor's "
         f"(default {','.join(map(str, DEFAULT_BUCKET_EDGES))})",
     )
+    p.add_argument(
+        "--context-edges",
+        type=_edges,
+        default=NO_CONTEXT_EDGES,
+        metavar="0,E2,...",
+        help="context bucket edges (tokens per decoding request, from 0) of the cells; must match the "
+        "governor's governor_config context_edges (e.g. "
+        f"{','.join(map(str, DEFAULT_CONTEXT_EDGES))}). Every step must carry its context (the trace's `ctx`, "
+        "which older logs lack). Default: one context bucket",
+    )
     p.add_argument("--k-max", type=int, default=None, help="largest K of the prior (default: the trace's k_max)")
     p.add_argument("--hardware", default=None, help="hardware to record (default: the trace header's)")
     p.add_argument(
@@ -133,6 +143,7 @@ def run_fit(args: argparse.Namespace) -> int:
             method=args.method,
             strength=args.strength,
             bucket_edges=args.bucket_edges,
+            context_edges=args.context_edges,
             k_max=args.k_max,
             hardware=args.hardware,
             drafter_class=args.drafter_class,

@@ -8,6 +8,11 @@ distinct (B, K) pairs (at most a few thousand), not on the number of steps.
 Steps that also computed a prompt chunk are outside the latency model; they are kept
 as the governor keeps them, in cells of their own per (bucket, K): step time and chunk
 size (:class:`MixedCells`).
+
+With context buckets (``banditk fit --context-edges``) each step also has the context
+bucket of its decoding requests' mean context (the trace's ``ctx`` over B), and the
+decode-only steps are aggregated per context bucket as well (:attr:`FitData.by_context`):
+the prior's cells are then per (batch bucket, context bucket), as the governor's are.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from banditk.core.buckets import DEFAULT_BUCKET_EDGES, replay_buckets
+from banditk.core.buckets import DEFAULT_BUCKET_EDGES, NO_CONTEXT_EDGES, replay_buckets
 from banditk.core.config import GovernorConfig
 from banditk.fit.errors import FitInputError
 from banditk.io.trace import Trace, read_trace
@@ -96,9 +101,13 @@ class FitData:
         groups: step times per (B, K).
         acc_successes: per position 1..k_max, accepted drafts over all steps.
         acc_failures: per position 1..k_max, first rejections over all steps.
-        mixed: the steps next to a prompt chunk, per (bucket, K).
+        mixed: the steps next to a prompt chunk, per (cell, K); a cell is a batch bucket,
+            or ``b * len(context_edges) + c`` with context buckets.
         headers: each trace's header line.
         inputs: per trace, its path, steps used, lines skipped and source.
+        context_edges: the context buckets' edges; ``(0,)``: one context bucket.
+        by_context: with context buckets, ``groups`` split by context bucket (one
+            :class:`StepGroups` per bucket, empty where the traces never were); else ().
     """
 
     drafter_class: str
@@ -109,6 +118,8 @@ class FitData:
     mixed: MixedCells
     headers: list[dict] = field(default_factory=list)
     inputs: list[dict] = field(default_factory=list)
+    context_edges: tuple[int, ...] = NO_CONTEXT_EDGES
+    by_context: tuple[StepGroups, ...] = ()
 
     @property
     def steps(self) -> int:
@@ -165,6 +176,7 @@ def load(
     max_steps: int | None = None,
     bucket_edges: tuple[int, ...] = DEFAULT_BUCKET_EDGES,
     bucket_dwell: int = _DEFAULT_DWELL,
+    context_edges: tuple[int, ...] = NO_CONTEXT_EDGES,
 ) -> FitData:
     """Read traces (each with its rotated parts) and aggregate them.
 
@@ -175,9 +187,12 @@ def load(
         max_steps: read at most this many steps per trace.
         bucket_edges, bucket_dwell: the governor's bucketing, by which the steps next to
             a prompt chunk are put in cells (see :class:`MixedCells`).
+        context_edges: the governor's context buckets (validated edges); with more than one,
+            every step that decoded must carry its ``ctx``.
 
     Raises:
-        FitInputError: no paths, traces of another or of mixed classes, or no step within ``k_max``.
+        FitInputError: no paths, traces of another or of mixed classes, no step within
+            ``k_max``, or context buckets asked of a trace without ``ctx``.
         banditk.core.errors.PriorFormatError: a trace has no usable header or steps (from :func:`banditk.io.trace.read_trace`).
     """
     if not paths:
@@ -205,7 +220,8 @@ def load(
         k_max = max(t.k_max for _, t in traces)
     if isinstance(k_max, bool) or not isinstance(k_max, int) or not 1 <= k_max <= 64:
         raise FitInputError(f"`k_max` must be an integer in [1, 64], got {k_max!r}.")
-    cols: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    nc = len(context_edges)
+    cols: list[tuple[np.ndarray, ...]] = []
     acc_s = np.zeros(k_max)
     acc_f = np.zeros(k_max)
     inputs = []
@@ -218,9 +234,11 @@ def load(
         # Steps that also computed prompt tokens (chunked prefill) cost time the decode-only
         # latency model does not describe: they inform acceptance, not latency.
         decode_only = keep & (t.prefill == 0)
-        cols.append((t.batch[decode_only], t.k[decode_only], t.step_s[decode_only]))
+        ctx = context_buckets(name, t, context_edges, keep)
+        cols.append((t.batch[decode_only], t.k[decode_only], t.step_s[decode_only], ctx[decode_only]))
         # Each trace replayed from its own start: a governor starts with no bucket.
         buckets = np.array(replay_buckets(bucket_edges, t.batch, 0.0, bucket_dwell), dtype=np.int64)
+        buckets = np.where(buckets >= 0, buckets * nc + ctx, -1)  # the governor's flat cell
         next_to_chunk = keep & (t.prefill > 0) & (buckets >= 0)
         chunked.append((buckets[next_to_chunk], t.k[next_to_chunk], t.step_s[next_to_chunk], t.prefill[next_to_chunk]))
         inputs.append(
@@ -234,11 +252,42 @@ def load(
                 "source": str(t.header.get("source", "")),
             }
         )
-    batch, k, step_s = (np.concatenate(c) for c in zip(*cols))
+    batch, k, step_s, ctx = (np.concatenate(c) for c in zip(*cols))
     if batch.size == 0:
         raise FitInputError(f"no step of {[n for n, _ in traces]} has K <= k_max={k_max} and no prefill in it.")
-    mixed = MixedCells.zeros(len(bucket_edges), k_max)
+    mixed = MixedCells.zeros(len(bucket_edges) * nc, k_max)
     mixed.add(*typical_chunks(*(np.concatenate(c) for c in zip(*chunked))))
+    by_context = tuple(aggregate(batch[ctx == c], k[ctx == c], step_s[ctx == c]) for c in range(nc)) if nc > 1 else ()
     return FitData(
-        classes.pop(), k_max, aggregate(batch, k, step_s), acc_s, acc_f, mixed, [t.header for _, t in traces], inputs
+        classes.pop(),
+        k_max,
+        aggregate(batch, k, step_s),
+        acc_s,
+        acc_f,
+        mixed,
+        [t.header for _, t in traces],
+        inputs,
+        tuple(context_edges),
+        by_context,
     )
+
+
+def context_buckets(name: str, trace: Trace, edges: tuple[int, ...], keep: np.ndarray) -> np.ndarray:
+    """Each step's context bucket: that of its decoding requests' mean context, ``ctx // B``,
+    as the governor buckets it (without hysteresis, as batch buckets are replayed here).
+    All 0 with one context bucket.
+
+    Raises:
+        FitInputError: context buckets, and a kept step that decoded has no ``ctx``.
+    """
+    if len(edges) == 1:
+        return np.zeros(trace.batch.size, dtype=np.int64)
+    unknown = keep & (trace.batch > 0) & (trace.context < 0)
+    if unknown.any():
+        raise FitInputError(
+            f"{name!r}: {int(unknown.sum())} of its steps have no `ctx` (logged before traces carried the "
+            f"context), so they cannot be put in context buckets {list(edges)}: fit it without "
+            "--context-edges, or record the trace again."
+        )
+    mean = np.where(trace.batch > 0, trace.context // np.maximum(trace.batch, 1), 0)
+    return np.maximum(np.searchsorted(np.asarray(edges), mean, side="right") - 1, 0)

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from banditk import __version__
-from banditk.core.buckets import DEFAULT_BUCKET_EDGES, check_bucket_edges
+from banditk.core.buckets import DEFAULT_BUCKET_EDGES, NO_CONTEXT_EDGES, check_bucket_edges, check_context_edges
 from banditk.core.errors import ConfigError
 from banditk.fit import data as data_mod
 from banditk.fit.acceptance import AcceptanceFit, fit_acceptance
-from banditk.fit.build import governor_regression, prior_stats
+from banditk.fit.build import context_scale, governor_regression, prior_stats
 from banditk.fit.diagnostics import Thresholds, nuts_failures, ppc_failures, svi_failures
 from banditk.fit.errors import DiagnosticsFailedError, FitInputError
 from banditk.fit.model import MODEL_NAME, MODEL_SUMMARY, Posterior, model_inputs, single_thread
@@ -51,6 +51,8 @@ class FitOptions:
     """Prior-strength cap: no cell, position or the regression weighs more than this many observations."""
     bucket_edges: tuple[int, ...] = DEFAULT_BUCKET_EDGES
     """Batch-size bucket edges of the prior's cells (must match the governor's)."""
+    context_edges: tuple[int, ...] = NO_CONTEXT_EDGES
+    """Context bucket edges (tokens per request) of the prior's cells (must match the governor's)."""
     k_max: int | None = None
     """Largest K of the prior (default: the traces' k_max)."""
     hardware: str | None = None
@@ -79,6 +81,7 @@ class FitOptions:
             raise FitInputError(f"`strength` must be a positive number of observations, got {self.strength!r}.")
         try:
             object.__setattr__(self, "bucket_edges", check_bucket_edges(self.bucket_edges))
+            object.__setattr__(self, "context_edges", check_context_edges(self.context_edges))
         except ConfigError as e:
             raise FitInputError(str(e)) from None
         for name, lo in (("chains", 1), ("warmup", 10), ("samples", 10), ("svi_max_steps", 100)):
@@ -144,7 +147,11 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
     """
     start = time.perf_counter()
     data = data_mod.load(
-        paths, k_max=options.k_max, drafter_class=options.drafter_class, bucket_edges=options.bucket_edges
+        paths,
+        k_max=options.k_max,
+        drafter_class=options.drafter_class,
+        bucket_edges=options.bucket_edges,
+        context_edges=options.context_edges,
     )
     groups = data.groups
     if len(groups) < len(FEATURES):
@@ -262,6 +269,7 @@ def _prior(
         "steps": data.steps,
         # Kept apart as the prior's mixed cells (step time and chunk size per bucket and K).
         "steps_next_to_a_prompt_chunk": data.mixed.steps,
+        **_context_provenance(data, posterior),
         "model": MODEL_NAME,
         "model_summary": MODEL_SUMMARY,
         "method": method,
@@ -286,8 +294,31 @@ def _prior(
         "seed": options.seed,
     }
     return Prior(
-        key, data.k_max, tuple(options.bucket_edges), stats, float(options.strength), governor_weights, provenance
+        key,
+        data.k_max,
+        tuple(options.bucket_edges),
+        stats,
+        float(options.strength),
+        governor_weights,
+        provenance,
+        tuple(options.context_edges),
     )
+
+
+def _context_provenance(data: data_mod.FitData, posterior: Posterior) -> dict:
+    """Per context bucket, its decode-only steps and how much slower than the model they ran."""
+    if not data.by_context:
+        return {}
+    return {
+        "context_buckets": [
+            {
+                "from_tokens": int(edge),
+                "steps": g.steps,
+                "time_over_model": round(context_scale(g, posterior), 4) if len(g) else None,
+            }
+            for edge, g in zip(data.context_edges, data.by_context)
+        ]
+    }
 
 
 def _first(headers: list[dict], name: str) -> str:

@@ -308,3 +308,88 @@ def test_nuts_reruns_at_a_smaller_step_when_it_diverges(trace, monkeypatch):
     r = fit([trace], FitOptions(method="nuts", **QUICK))
     assert calls == [0.85, 0.95]
     assert r.diagnostics["target_accept"] == 0.95 and r.diagnostics["divergences"] < 500 and r.ok, r.failures
+
+
+def _with_context(path, long_from: int, slowdown: float, short_ctx: int = 200, long_ctx: int = 5000):
+    """The trace with a `ctx` on every step: steps from ``long_from`` on are at long context
+    and run ``slowdown`` times slower (KV reads); the rest at short context, unchanged."""
+    lines = path.read_text().splitlines()
+    out = [lines[0]]
+    for i, line in enumerate(lines[1:]):
+        r = json.loads(line)
+        long = i >= long_from
+        r["ctx"] = r["B"] * (long_ctx if long else short_ctx)
+        if long:
+            r["step_s"] *= slowdown
+        out.append(json.dumps(r))
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def test_context_buckets_give_each_context_its_own_cells(nuts_fit, tmp_path):
+    """Half the steps at short context, half at long context running 1.4x slower: the prior's
+    cells at (bucket, short) hold the short steps' times and (bucket, long) 1.4x them, though
+    the fitted model (of the short steps) knows nothing of context."""
+    from banditk.core.buckets import DEFAULT_BUCKET_EDGES
+    from banditk.fit.build import prior_stats
+    from banditk.fit.data import load
+
+    edges, ctx_edges = DEFAULT_BUCKET_EDGES, (0, 2048)
+    path = _with_context(write_trace(tmp_path / "ctx.jsonl", TRUTH, 6000, seed=3), 3000, 1.4)
+    data = load([path], context_edges=ctx_edges)
+    assert [g.steps for g in data.by_context] == [3000, 3000]
+    s = prior_stats(data, nuts_fit.posterior, edges, 200.0)
+    assert s.cell_n.shape[0] == 2 * len(edges)
+    for b in (0, 3, 8):
+        true = TRUTH.mean_step_s(representative_batch(edges, b))
+        short, long = (s.cell_sum[2 * b + c] / s.cell_n[2 * b + c] for c in (0, 1))
+        assert np.allclose(short, true, rtol=0.03), (b, short, true)
+        assert np.allclose(long, 1.4 * true, rtol=0.03), (b, long, true)
+    # Without context buckets the same steps give one cell, over 10% fast for long contexts.
+    pooled = prior_stats(load([path]), nuts_fit.posterior, edges, 200.0)
+    mid = pooled.cell_sum[3] / pooled.cell_n[3] / TRUTH.mean_step_s(representative_batch(edges, 3))
+    assert np.all((mid > 1.0) & (mid < 0.9 * 1.4)), mid
+
+
+def test_a_context_prior_round_trips_and_starts_a_context_governor(tmp_path):
+    from banditk.core.errors import IncompatiblePriorError
+
+    path = _with_context(write_trace(tmp_path / "ctx.jsonl", TRUTH, 3000, seed=5), 1500, 1.3)
+    r = fit([path], FitOptions(method="svi", svi_max_steps=1500, context_edges=(0, 2048), progress=False))
+    out = tmp_path / "prior.json"
+    write_prior(r, out, force=True)
+    p = load_prior(out)
+    assert p.context_edges == (0, 2048) and p.stats.cell_n.shape[0] == 2 * len(p.bucket_edges)
+    buckets = p.provenance["context_buckets"]
+    assert [c["from_tokens"] for c in buckets] == [0, 2048] and [c["steps"] for c in buckets] == [1500, 1500]
+    assert buckets[1]["time_over_model"] / buckets[0]["time_over_model"] == pytest.approx(1.3, rel=0.03)
+    gov = BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4, context_edges=(0, 2048)), p)
+    assert 0 <= gov.select(StepContext(num_decoding=8, k_max=4, drafter_class="mtp", context_tokens=8 * 5000)).k <= 4
+    with pytest.raises(IncompatiblePriorError, match="context_edges"):
+        BanditGovernor(GovernorConfig(drafter_class="mtp", k_max=4), p)
+
+
+def test_context_buckets_refuse_a_trace_without_ctx_and_name_it(trace):
+    from banditk.fit.errors import FitInputError
+
+    with pytest.raises(FitInputError, match=r"mtp\.jsonl.*4000 of its steps have no `ctx`.*--context-edges"):
+        fit([trace], FitOptions(context_edges=(0, 2048), progress=False))
+
+
+def test_bad_context_edges_name_the_field():
+    from banditk.fit.errors import FitInputError
+
+    with pytest.raises(FitInputError, match="context_edges"):
+        FitOptions(context_edges=(100, 2048))
+
+
+def test_steps_next_to_a_chunk_go_to_their_context_s_cells(tmp_path):
+    from banditk.core.buckets import DEFAULT_BUCKET_EDGES, bucket_of
+    from banditk.fit.data import load
+
+    path, mixed = write_chunked_trace(tmp_path / "chunked.jsonl", steps=400)
+    _with_context(path, 0, 1.0, long_ctx=3000)  # every step at long context
+    data = load([path], context_edges=(0, 2048, 8192))
+    cell = bucket_of(DEFAULT_BUCKET_EDGES, 8) * 3 + 1
+    assert data.mixed.mix_n[cell].tolist() == [len(mixed[k]) for k in range(5)]
+    assert data.mixed.mix_n.sum() == data.mixed.mix_n[cell].sum()
