@@ -216,7 +216,11 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
             "abs_change": _num(r.abs_change),
         }
         failures = svi_failures(r.converged, r.rel_change, r.abs_change, int(r.elbo.size))
-    ppc = posterior_predictive(groups, posterior, options.bucket_edges, seed=options.seed)
+    context = tuple(
+        (int(edge), g, context_scale(g, posterior) if len(g) else 1.0)
+        for edge, g in zip(data.context_edges, data.by_context)
+    )
+    ppc = posterior_predictive(groups, posterior, options.bucket_edges, seed=options.seed, context=context)
     failures += ppc_failures(ppc.median_rel_error, th)
     diagnostics["ppc"] = ppc.to_dict()
     diagnostics["design_rank"] = inputs.design_rank

@@ -3,7 +3,9 @@
 The check is on the parametric model alone (``delta`` left out): it asks whether the
 interpretable latency model describes the trace, which is what a prior's estimates for
 untried cells rest on. A cell's prediction averages the model over the batch sizes the
-trace had in that cell, so observed and predicted compare like for like.
+trace had in that cell, so observed and predicted compare like for like. With context
+buckets a cell is (context bucket, bucket, K) and its prediction is the model's times that
+context bucket's scale (:func:`banditk.fit.build.context_scale`), as the prior's cells are.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ class PpcRow:
         predicted: posterior-mean predicted mean step time (s).
         lo90, hi90: central 90% posterior predictive interval of the cell's mean step time.
         rel_error: |observed - predicted| / observed.
+        context_from: the context bucket's lower edge (tokens per request); None without
+            context buckets.
     """
 
     bucket: int
@@ -47,6 +51,7 @@ class PpcRow:
     lo90: float
     hi90: float
     rel_error: float
+    context_from: int | None = None
 
     @property
     def covered(self) -> bool:
@@ -72,11 +77,34 @@ class PpcResult:
         }
 
 
-def posterior_predictive(groups: StepGroups, posterior: Posterior, edges: tuple[int, ...], seed: int = 0) -> PpcResult:
-    """Compare each (bucket, K) cell's observed mean step time with the model's prediction."""
+def posterior_predictive(
+    groups: StepGroups,
+    posterior: Posterior,
+    edges: tuple[int, ...],
+    seed: int = 0,
+    *,
+    context: tuple[tuple[int, StepGroups, float], ...] = (),
+) -> PpcResult:
+    """Compare each (bucket, K) cell's observed mean step time with the model's prediction.
+
+    ``context``: per context bucket, its lower edge, its step groups and its scale; the
+    cells are then those of each context bucket (``groups`` is not used).
+    """
     rng = np.random.default_rng(seed)
+    parts = context or ((None, groups, 1.0),)
+    rows = [row for c, g, scale in parts if len(g) for row in _cells(g, posterior, edges, rng, scale, c)]
+    used = [r for r in rows if r.steps >= MIN_CELL_STEPS] or rows
+    err = np.array([r.rel_error for r in used])
+    return PpcResult(
+        rows, float(np.median(err)), float(err.max()), float(np.mean([r.covered for r in used])), len(used)
+    )
+
+
+def _cells(
+    groups: StepGroups, posterior: Posterior, edges: tuple[int, ...], rng, scale: float, context_from: int | None
+) -> list[PpcRow]:
     buckets = np.array([bucket_of(edges, int(b)) for b in groups.batch])
-    mu = posterior.predict(groups.batch, groups.k)  # (draws, groups)
+    mu = scale * posterior.predict(groups.batch, groups.k)  # (draws, groups)
     rows = []
     for b, k in sorted(set(zip(buckets.tolist(), groups.k.tolist()))):
         sel = (buckets == b) & (groups.k == k)
@@ -91,26 +119,35 @@ def posterior_predictive(groups: StepGroups, posterior: Posterior, edges: tuple[
         hi = edges[b + 1] - 1 if b + 1 < len(edges) else None
         rows.append(
             PpcRow(
-                b, edges[b], hi, int(k), int(steps), observed, p, float(lo90), float(hi90), abs(observed - p) / observed
+                b,
+                edges[b],
+                hi,
+                int(k),
+                int(steps),
+                observed,
+                p,
+                float(lo90),
+                float(hi90),
+                abs(observed - p) / observed,
+                context_from,
             )
         )
-    used = [r for r in rows if r.steps >= MIN_CELL_STEPS] or rows
-    err = np.array([r.rel_error for r in used])
-    return PpcResult(
-        rows, float(np.median(err)), float(err.max()), float(np.mean([r.covered for r in used])), len(used)
-    )
+    return rows
 
 
 def format_table(result: PpcResult) -> str:
     """The check as a text table, one line per (bucket, K)."""
+    by_context = any(r.context_from is not None for r in result.rows)
     lines = [
-        f"{'bucket':>9} {'K':>2} {'steps':>7} {'observed ms':>12} {'predicted ms':>13} {'90% interval ms':>19} {'rel err':>8}"
+        ("context  " if by_context else "")
+        + f"{'bucket':>9} {'K':>2} {'steps':>7} {'observed ms':>12} {'predicted ms':>13} {'90% interval ms':>19} {'rel err':>8}"
     ]
     for r in result.rows:
         rng_ = f"{r.lo}-{r.hi}" if r.hi is not None else f"{r.lo}+"
         flag = "" if r.steps >= MIN_CELL_STEPS else "  (few steps)"
+        ctx = f"L>={r.context_from:<5} " if by_context else ""
         lines.append(
-            f"{rng_:>9} {r.k:>2} {r.steps:>7} {r.observed * 1e3:>12.3f} {r.predicted * 1e3:>13.3f} "
+            f"{ctx}{rng_:>9} {r.k:>2} {r.steps:>7} {r.observed * 1e3:>12.3f} {r.predicted * 1e3:>13.3f} "
             f"{r.lo90 * 1e3:>9.3f}-{r.hi90 * 1e3:<9.3f} {r.rel_error * 100:>7.2f}%{flag}"
         )
     lines.append(

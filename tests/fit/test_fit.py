@@ -345,6 +345,18 @@ def test_context_buckets_give_each_context_its_own_cells(nuts_fit, tmp_path):
         short, long = (s.cell_sum[2 * b + c] / s.cell_n[2 * b + c] for c in (0, 1))
         assert np.allclose(short, true, rtol=0.03), (b, short, true)
         assert np.allclose(long, 1.4 * true, rtol=0.03), (b, long, true)
+    # The check asks of each context bucket's cells what the prior holds: the model times the
+    # bucket's scale. Pooled, the model of short steps misses the long ones by ~40%.
+    from banditk.fit.build import context_scale
+    from banditk.fit.ppc import posterior_predictive
+
+    scales = [context_scale(g, nuts_fit.posterior) for g in data.by_context]
+    assert scales[1] / scales[0] == pytest.approx(1.4, rel=0.02)
+    parts = tuple((e, g, sc) for e, g, sc in zip(ctx_edges, data.by_context, scales))
+    by_context = posterior_predictive(data.groups, nuts_fit.posterior, edges, context=parts)
+    assert by_context.median_rel_error < 0.02 and {r.context_from for r in by_context.rows} == {0, 2048}
+    long_rows = [r for r in posterior_predictive(data.by_context[1], nuts_fit.posterior, edges).rows if r.steps >= 20]
+    assert np.median([r.rel_error for r in long_rows]) > 0.25
     # Without context buckets the same steps give one cell, over 10% fast for long contexts.
     pooled = prior_stats(load([path]), nuts_fit.posterior, edges, 200.0)
     mid = pooled.cell_sum[3] / pooled.cell_n[3] / TRUTH.mean_step_s(representative_batch(edges, 3))
