@@ -425,6 +425,10 @@ def stamp_reports(step: Step, made_by: dict | None = None) -> list[Path]:
 
     A report made by this tree's banditk/ from a clean tree is also stamped with the hash of
     the step's scope's import closure: the closure hashed now is the closure that made it.
+    A report made from uncommitted banditk/ sources that were then committed unchanged (its
+    ``sources_sha256`` is this clean tree's) is made by this commit's sources: it gets this
+    commit, ``dirty`` false, and keeps the commit it was started on as ``started_on_dirty``.
+    A report from a clean earlier commit with no stamp gets the closure of that commit.
     """
     from banditk.io.atomic import atomic_write_text
 
@@ -444,11 +448,17 @@ def stamp_reports(step: Step, made_by: dict | None = None) -> list[Path]:
         if changed:
             report["provenance"] = dict(made_by)
         made = report.get("provenance")
-        ours = (
-            isinstance(made, dict)
-            and made.get("sources_sha256") == now["sources_sha256"]
-            and made.get("dirty") is False
-        )
+        same_sources = isinstance(made, dict) and made.get("sources_sha256") == now["sources_sha256"]
+        if same_sources and made.get("dirty") is True and now["dirty"] is False:
+            made["started_on_dirty"], made["commit"], made["dirty"] = made.get("commit"), now["commit"], False
+            changed = True
+        ours = same_sources and made.get("dirty") is False
+        if not ours and step.scope is not None and _clean_unstamped_of(made, now["commit"]):
+            # Made by a clean earlier commit (the tree moved on outside the step's closure while
+            # it ran): stamp the closure of that commit, which the staleness check compares.
+            at = source_closure.stamp_at(made["commit"], step.scope, made.get("sources_sha256"))
+            if at is not None:
+                made["closure"], changed = at, True
         if ours and step.scope is not None:
             stamp = stamp or source_closure.stamp_for(step.scope)
             changed |= made.get("closure") != stamp
@@ -457,6 +467,16 @@ def stamp_reports(step: Step, made_by: dict | None = None) -> list[Path]:
             atomic_write_text(path, json.dumps(report, indent=json_indent(text)) + "\n" * text.endswith("\n"))
             out.append(path)
     return out
+
+
+def _clean_unstamped_of(made: object, commit_now: str) -> bool:
+    """A report's provenance from a clean tree of another known commit, with no closure stamp."""
+    return (
+        isinstance(made, dict)
+        and made.get("dirty") is False
+        and "closure" not in made
+        and made.get("commit") not in (None, "unknown", commit_now)
+    )
 
 
 def json_indent(text: str) -> int | None:

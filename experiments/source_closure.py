@@ -18,7 +18,11 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import io
 import re
+import subprocess
+import tarfile
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -177,3 +181,24 @@ def stamp_for(entries: tuple[str, ...], root: Path = ROOT) -> dict:
     """``{"entries", "files", "sha256"}`` of entry scripts (relative to ``root``), for a report's provenance."""
     files = sorted({f for entry in entries for f in closure(root / entry, root)})
     return {"entries": list(entries), "files": len(files), "sha256": closure_sha256(files, root)}
+
+
+def stamp_at(commit: str, entries: tuple[str, ...], sources_sha256: str, root: Path = ROOT) -> dict | None:
+    """The stamp of ``entries`` in the tree of ``commit``, for a report made there.
+
+    None when git does not know ``commit``, or when that commit's banditk/ does not hash to
+    ``sources_sha256`` (the report's): then the commit is not what made the report.
+    """
+    from banditk.io.provenance import sources_sha256 as package_sha256
+
+    tar = subprocess.run(
+        ["git", "archive", commit, PACKAGE, "experiments", "tests", "pyproject.toml"], cwd=root, capture_output=True
+    )
+    if tar.returncode != 0:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
+            t.extractall(tmp, filter="data")
+        if package_sha256(Path(tmp) / PACKAGE) != sources_sha256:
+            return None
+        return stamp_for(entries, Path(tmp))

@@ -123,7 +123,7 @@ def test_stamp_reports_stamps_only_reports_of_this_tree(tmp_path):
     current = sources_sha256()
     ours = write(tmp_path, "out/report.json", json.dumps(report(current), indent=1) + "\n")
     other = write(tmp_path, "out/other/report.json", json.dumps(report("f" * 64), indent=2))
-    dirty = write(tmp_path, "out/dirty.json", json.dumps(report(current, dirty=True)))
+    dirty = write(tmp_path, "out/dirty.json", json.dumps(report("e" * 64, dirty=True)))
     step = regen.Step("s", "experiments/sweep.py", (), None, str(tmp_path / "out"), scope=("experiments/sweep.py",))
     texts = {p: p.read_text() for p in (other, dirty)}
 
@@ -133,6 +133,24 @@ def test_stamp_reports_stamps_only_reports_of_this_tree(tmp_path):
     assert stamped["x"] == [1, 2] and ours.read_text().startswith('{\n "provenance"')  # indent kept
     assert {p: p.read_text() for p in (other, dirty)} == texts
     assert regen.stamp_reports(regen.Step("live", "x.py", (), None, str(tmp_path / "out"))) == []  # no scope
+
+
+def test_a_report_from_edits_committed_unchanged_gets_the_commit_that_holds_them(tmp_path, monkeypatch):
+    # A long step started with banditk/ edits outside its closure; they were committed while
+    # it ran. The same sources hash means this commit's sources made it.
+    current = sources_sha256()
+    path = write(tmp_path, "out/report.json", json.dumps(report(current, dirty=True)))
+    step = regen.Step("s", "experiments/sweep.py", (), None, str(tmp_path / "out"), scope=("experiments/sweep.py",))
+    monkeypatch.setattr(regen, "provenance", lambda: {"commit": "feed", "dirty": True, "sources_sha256": current})
+    assert regen.stamp_reports(step) == []  # the tree still has edits: nothing is known
+    monkeypatch.setattr(regen, "provenance", lambda: {"commit": "feed", "dirty": False, "sources_sha256": current})
+    assert regen.stamp_reports(step) == [path]
+    made = json.loads(path.read_text())["provenance"]
+    assert (made["commit"], made["dirty"], made["started_on_dirty"]) == ("feed", False, "c0ffee")
+    assert made["closure"] == sc.stamp_for(("experiments/sweep.py",))
+    other = write(tmp_path, "o2/report.json", json.dumps(report("f" * 64, dirty=True)))
+    step2 = regen.Step("s", "experiments/sweep.py", (), None, str(tmp_path / "o2"), scope=("experiments/sweep.py",))
+    assert regen.stamp_reports(step2) == [] and json.loads(other.read_text())["provenance"]["dirty"] is True
 
 
 def test_a_step_imports_this_trees_banditk_whatever_the_path_says(tmp_path, monkeypatch):
