@@ -32,7 +32,7 @@ $(FULL): pyproject.toml | $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/banditk demo
-	$(BIN)/python experiments/repro_49548.py --quick
+	$(BIN)/python experiments/repro_49548.py --quick --out results/demo/repro-49548
 	$(BIN)/python experiments/sweep.py --scenario experiments/scenarios/49548.json --quick --out results/demo-sweep
 
 sweep: $(STAMP)
