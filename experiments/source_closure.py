@@ -183,6 +183,19 @@ def stamp_for(entries: tuple[str, ...], root: Path = ROOT) -> dict:
     return {"entries": list(entries), "files": len(files), "sha256": closure_sha256(files, root)}
 
 
+def extract_commit(commit: str, dest: Path, root: Path = ROOT) -> bool:
+    """Write the tree of ``commit`` (banditk/, experiments/, tests/, pyproject.toml) under
+    ``dest``; False when git does not know the commit."""
+    tar = subprocess.run(
+        ["git", "archive", commit, PACKAGE, "experiments", "tests", "pyproject.toml"], cwd=root, capture_output=True
+    )
+    if tar.returncode != 0:
+        return False
+    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
+        t.extractall(dest, filter="data")
+    return True
+
+
 def stamp_at(commit: str, entries: tuple[str, ...], sources_sha256: str, root: Path = ROOT) -> dict | None:
     """The stamp of ``entries`` in the tree of ``commit``, for a report made there.
 
@@ -191,14 +204,7 @@ def stamp_at(commit: str, entries: tuple[str, ...], sources_sha256: str, root: P
     """
     from banditk.io.provenance import sources_sha256 as package_sha256
 
-    tar = subprocess.run(
-        ["git", "archive", commit, PACKAGE, "experiments", "tests", "pyproject.toml"], cwd=root, capture_output=True
-    )
-    if tar.returncode != 0:
-        return None
     with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
-            t.extractall(tmp, filter="data")
-        if package_sha256(Path(tmp) / PACKAGE) != sources_sha256:
+        if not extract_commit(commit, Path(tmp), root) or package_sha256(Path(tmp) / PACKAGE) != sources_sha256:
             return None
         return stamp_for(entries, Path(tmp))

@@ -12,11 +12,9 @@ The rest test the renderer and the regenerate plan on small synthetic reports.
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -109,12 +107,7 @@ def test_quoted_reports_were_made_by_this_tree():
 
 def closure_at(commit: str, entries: tuple[str, ...], workdir: Path) -> dict:
     """The closure stamp of ``entries`` in the tree of ``commit`` (extracted under ``workdir``)."""
-    tar = subprocess.run(
-        ["git", "archive", commit, "banditk", "experiments", "tests", "pyproject.toml"],
-        cwd=ROOT, capture_output=True, check=True,
-    ).stdout  # fmt: skip
-    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
-        t.extractall(workdir, filter="data")
+    assert regen.source_closure.extract_commit(commit, workdir, ROOT)
     return regen.source_closure.stamp_for(entries, workdir)
 
 

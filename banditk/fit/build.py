@@ -34,7 +34,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from banditk.core.buckets import bucket_of, representative_batch
-from banditk.fit.data import FitData
+from banditk.fit.data import FitData, StepGroups
 from banditk.fit.model import Posterior
 from banditk.posterior.latency_model import features_rows
 from banditk.posterior.stats import MIXED_FIELDS, SufficientStats
@@ -95,10 +95,19 @@ def prior_stats(data: FitData, posterior: Posterior, edges: tuple[int, ...], str
         fill(g, 0, 1.0)
     # A context bucket the traces never reached keeps empty cells, as an unvisited batch
     # bucket does: the governor's regression covers them.
-    for c, gc in enumerate(data.by_context):
+    for c, (_, gc, scale) in enumerate(context_parts(data, posterior)):
         if len(gc):
-            fill(gc, c, context_scale(gc, posterior))
+            fill(gc, c, scale)
     return stats.capped(float(strength))
+
+
+def context_parts(data: FitData, posterior: Posterior) -> tuple[tuple[int, StepGroups, float], ...]:
+    """Per context bucket: its lower edge, its step groups and its :func:`context_scale`
+    (1 where it has no steps); () without context buckets."""
+    return tuple(
+        (int(edge), g, context_scale(g, posterior) if len(g) else 1.0)
+        for edge, g in zip(data.context_edges, data.by_context)
+    )
 
 
 def context_scale(groups, posterior: Posterior) -> float:

@@ -19,7 +19,7 @@ from banditk.core.buckets import DEFAULT_BUCKET_EDGES, NO_CONTEXT_EDGES, check_b
 from banditk.core.errors import ConfigError
 from banditk.fit import data as data_mod
 from banditk.fit.acceptance import AcceptanceFit, fit_acceptance
-from banditk.fit.build import context_scale, governor_regression, prior_stats
+from banditk.fit.build import context_parts, governor_regression, prior_stats
 from banditk.fit.diagnostics import Thresholds, nuts_failures, ppc_failures, svi_failures
 from banditk.fit.errors import DiagnosticsFailedError, FitInputError
 from banditk.fit.model import MODEL_NAME, MODEL_SUMMARY, Posterior, model_inputs, single_thread
@@ -216,17 +216,14 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
             "abs_change": _num(r.abs_change),
         }
         failures = svi_failures(r.converged, r.rel_change, r.abs_change, int(r.elbo.size))
-    context = tuple(
-        (int(edge), g, context_scale(g, posterior) if len(g) else 1.0)
-        for edge, g in zip(data.context_edges, data.by_context)
-    )
+    context = context_parts(data, posterior)
     ppc = posterior_predictive(groups, posterior, options.bucket_edges, seed=options.seed, context=context)
     failures += ppc_failures(ppc.median_rel_error, th)
     diagnostics["ppc"] = ppc.to_dict()
     diagnostics["design_rank"] = inputs.design_rank
     diagnostics["latency_shape"] = shape_choice or {"shape": shape.to_dict()}
     acceptance = fit_acceptance(data.acc_successes, data.acc_failures)
-    prior = _prior(data, posterior, acceptance, options, method, diagnostics, failures)
+    prior = _prior(data, posterior, acceptance, options, method, diagnostics, failures, context)
     return FitResult(
         prior, posterior, acceptance, ppc, method, diagnostics, failures, time.perf_counter() - start, elbo
     )
@@ -252,6 +249,7 @@ def _prior(
     method: str,
     diagnostics: dict,
     failures: list[str],
+    context: tuple = (),
 ) -> Prior:
     head = data.headers[0]
     drafter = head.get("drafter", {})
@@ -273,7 +271,7 @@ def _prior(
         "steps": data.steps,
         # Kept apart as the prior's mixed cells (step time and chunk size per bucket and K).
         "steps_next_to_a_prompt_chunk": data.mixed.steps,
-        **_context_provenance(data, posterior),
+        **_context_provenance(context),
         "model": MODEL_NAME,
         "model_summary": MODEL_SUMMARY,
         "method": method,
@@ -309,18 +307,15 @@ def _prior(
     )
 
 
-def _context_provenance(data: data_mod.FitData, posterior: Posterior) -> dict:
-    """Per context bucket, its decode-only steps and how much slower than the model they ran."""
-    if not data.by_context:
+def _context_provenance(context: tuple) -> dict:
+    """Per context bucket (:func:`~banditk.fit.build.context_parts`), its decode-only steps and
+    how much slower than the model they ran."""
+    if not context:
         return {}
     return {
         "context_buckets": [
-            {
-                "from_tokens": int(edge),
-                "steps": g.steps,
-                "time_over_model": round(context_scale(g, posterior), 4) if len(g) else None,
-            }
-            for edge, g in zip(data.context_edges, data.by_context)
+            {"from_tokens": edge, "steps": g.steps, "time_over_model": round(scale, 4) if len(g) else None}
+            for edge, g, scale in context
         ]
     }
 
