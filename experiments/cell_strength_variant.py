@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import exploration_variant
 import numpy as np
 
 from banditk.core.config import GovernorConfig
@@ -234,6 +235,16 @@ WIRED_DEFAULTS = {
 }
 
 
+#: The exploration rule of experiments/exploration_variant.py, alone or on a posterior variant.
+FRONT_LOADED = "front-loaded-looks"
+NAMES = sorted([*POSTERIORS, FRONT_LOADED, f"relative-ridge+{FRONT_LOADED}"])
+WIRED_DEFAULTS[FRONT_LOADED] = dict(exploration_variant.WIRED_DEFAULTS)
+WIRED_DEFAULTS[f"relative-ridge+{FRONT_LOADED}"] = {
+    **WIRED_DEFAULTS["relative-ridge"],
+    **exploration_variant.WIRED_DEFAULTS,
+}
+
+
 def wired(posterior: type, defaults: dict) -> type:
     """``posterior`` built with ``defaults`` where a config leaves a field at its shipped
     default: the change as a user would get it, flag-free."""
@@ -252,14 +263,21 @@ def add_argument(parser, installed: str = "with the defaults it would ship with"
     """``--variant``: one of :data:`POSTERIORS`, or none (the shipped governor)."""
     parser.add_argument(
         "--variant",
-        choices=sorted(POSTERIORS),
+        choices=NAMES,
         default=None,
         help=f"a governor change under study (experiments/cell_strength_variant.py), {installed}",
     )
 
 
 def install(name: str = "cell-strength", with_defaults: bool = False) -> None:
-    """Make the bandit governor build the posterior of variant ``name`` (a key of POSTERIORS),
-    with its :data:`WIRED_DEFAULTS` in place of the shipped defaults if ``with_defaults``."""
-    posterior = POSTERIORS[name]
-    bandit.GoodputPosterior = wired(posterior, WIRED_DEFAULTS[name]) if with_defaults else posterior
+    """Make the bandit governor build the posterior of variant ``name`` (one of :data:`NAMES`),
+    with its :data:`WIRED_DEFAULTS` in place of the shipped defaults if ``with_defaults``; a
+    name ending in ``front-loaded-looks`` also installs that exploration rule
+    (experiments/exploration_variant.py)."""
+    base, _, explore = name.partition(FRONT_LOADED)
+    base = base.removesuffix("+")
+    if base:
+        posterior = POSTERIORS[base]
+        bandit.GoodputPosterior = wired(posterior, WIRED_DEFAULTS[base]) if with_defaults else posterior
+    if name.endswith(FRONT_LOADED):
+        exploration_variant.install(with_defaults)

@@ -1,0 +1,128 @@
+"""Front-loaded looks: the governor's exploration rule changed, installed into this process.
+
+    python experiments/oscillation_actions.py --variant front-loaded-looks --out /tmp/x
+    python experiments/sweep_variant.py --variant relative-ridge+front-loaded-looks --out .cache/v
+
+Three changes to how the bandit governor explores (:mod:`banditk.governor.switching`), each
+aimed at a cause of the simulator's oscillations after warm-up (results/oscillation-actions):
+
+- **Every plausible K is a candidate.** The shipped rule explores only the K with the most
+  wins against the incumbent; when that K is measured and may not be revisited yet, plausible
+  Ks never measured wait until they happen to lead the draws, so a cold bucket's first looks
+  trickle over thousands of steps. Here the K explored is the most winning one among those
+  that may be explored: a first look at any plausible K the bucket does not know, else (when
+  the bucket may revisit) a revisit of a plausible K known less than half as well as the
+  incumbent.
+- **A K the bucket played a look's worth of steps is looked at.** The cells count observations
+  weighed by the clock's correlation, which a cell's early, still-moving mean inflates, so a K
+  looked at once can fall back under ``explore_steps`` and be looked at again, unspaced. Here
+  a first look needs the cell to hold fewer than ``explore_steps`` observations *and* the
+  bucket to have decided that K on fewer than ``explore_steps`` decode steps; anything else is
+  a revisit, spaced.
+- **Revisits spaced by 1,000 steps** (``revisit_spacing``), where 500 were shipped: a revisit
+  is two K changes, and the protocol allows two per 1,000 steps at stationary load.
+
+:func:`install` patches :func:`switching.choose` and three methods of
+:class:`~banditk.governor.bandit.BanditGovernor`; forked workers inherit it. The functions here
+are the change as it would land in ``governor/switching.py`` and ``governor/bandit.py`` (the
+played counts would be a field of the governor's state and of its snapshots).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from banditk.core.config import GovernorConfig
+from banditk.governor import bandit, switching
+
+#: The defaults the change would ship with.
+WIRED_DEFAULTS = {"revisit_spacing": 1000}
+
+# The decode steps the deciding bucket has played at each K, set for the decode decision that
+# is being made (None for a decision next to a prompt chunk, whose cells count steps already).
+_played: np.ndarray | None = None
+
+
+def choose(
+    scores: np.ndarray,
+    incumbent: int,
+    cell_n: np.ndarray,
+    explore_steps: float,
+    confidence: float,
+    may_revisit: bool = True,
+) -> tuple[int, float]:
+    """:func:`switching.choose` with every plausible K a candidate for exploration.
+
+    >>> s = np.array([[3.0, 2.0, 2.5], [3.0, 2.0, 1.0], [3.0, 2.0, 3.0], [1.0, 2.0, 1.0]])
+    >>> switching.choose(s, 1, np.array([40.0, 90.0, 0.0]), 32, 0.9, False)  # K=0 leads, may not be revisited
+    (1, 0.0)
+    >>> choose(s, 1, np.array([40.0, 90.0, 0.0]), 32, 0.9, False)  # K=2 is plausible and never looked at
+    (2, 32.0)
+    """
+    if incumbent < 0:
+        return int(np.argmax(scores[0])), 0.0
+    wins = np.mean(scores > scores[:, incumbent : incumbent + 1], axis=0)
+    wins[incumbent] = -1.0
+    wins[np.isneginf(scores[0])] = -1.0  # a K outside the arm set is never a challenger
+    sure = wins >= confidence
+    if sure.any():  # several Ks beat a poor incumbent in every draw: their wins tie, their scores do not
+        return int(np.argmax(np.where(sure, scores.mean(axis=0), -np.inf))), 0.0
+    known = cell_n if _played is None else np.maximum(cell_n, _played)
+    plausible = wins >= 1.0 - confidence
+    first = plausible & (known < explore_steps)
+    revisit = plausible & ~first & may_revisit & (2.0 * cell_n < cell_n[incumbent])
+    eligible = first | revisit
+    if not eligible.any():
+        return incumbent, 0.0
+    k = int(np.argmax(np.where(eligible, wins, -np.inf)))
+    return k, max(float(explore_steps), float(cell_n[k]))
+
+
+def _played_counts(gov) -> np.ndarray:
+    if not hasattr(gov, "played_steps"):
+        gov.played_steps = np.zeros((gov.config.num_buckets, gov.config.k_max + 1))
+    return gov.played_steps
+
+
+def install(with_defaults: bool = False) -> None:
+    """Make the bandit governor explore by :func:`choose`, counting the decode steps each bucket
+    plays at each K; with :data:`WIRED_DEFAULTS` in place of the shipped defaults if asked."""
+    global _played
+    cls = bandit.BanditGovernor
+    if getattr(cls, "_front_loaded", False):
+        return
+    init, decode_scores, chunk_step, decide = cls.__init__, cls._decode_scores, cls._select_chunk_step, cls._decide
+    shipped = GovernorConfig.__dataclass_fields__
+
+    def __init__(self, config, prior=None):
+        if with_defaults:
+            same = {k: v for k, v in WIRED_DEFAULTS.items() if getattr(config, k) == shipped[k].default}
+            config = dataclasses.replace(config, **same)
+        init(self, config, prior)
+        _played_counts(self)
+
+    def _decode_scores(self, bucket, batch, kvf, incumbent, draws=None):
+        global _played
+        _played = _played_counts(self)[bucket]
+        return decode_scores(self, bucket, batch, kvf, incumbent, draws)
+
+    def _select_chunk_step(self, context, prefill, bucket, kv_pressed):
+        global _played
+        _played = None
+        return chunk_step(self, context, prefill, bucket, kv_pressed)
+
+    def _decide(self, k, bucket, batch, scores=None, chunk=False):
+        if bucket >= 0 and not chunk:
+            _played_counts(self)[bucket, k] += 1.0
+        return decide(self, k, bucket, batch, scores, chunk)
+
+    cls.__init__, cls._decode_scores, cls._select_chunk_step, cls._decide = (
+        __init__,
+        _decode_scores,
+        _select_chunk_step,
+        _decide,
+    )
+    cls._front_loaded = True
+    switching.choose = choose
