@@ -235,14 +235,14 @@ WIRED_DEFAULTS = {
 }
 
 
-#: The exploration rule of experiments/exploration_variant.py, alone or on a posterior variant.
-FRONT_LOADED = "front-loaded-looks"
-NAMES = sorted([*POSTERIORS, FRONT_LOADED, f"relative-ridge+{FRONT_LOADED}"])
-WIRED_DEFAULTS[FRONT_LOADED] = dict(exploration_variant.WIRED_DEFAULTS)
-WIRED_DEFAULTS[f"relative-ridge+{FRONT_LOADED}"] = {
-    **WIRED_DEFAULTS["relative-ridge"],
-    **exploration_variant.WIRED_DEFAULTS,
-}
+#: The exploration rules of experiments/exploration_variant.py, alone or on the relative ridge.
+NAMES = sorted([*POSTERIORS, *(f"{p}{r}" for r in exploration_variant.RULES for p in ("", "relative-ridge+"))])
+for _rule in exploration_variant.RULES:
+    WIRED_DEFAULTS[_rule] = dict(exploration_variant.WIRED_DEFAULTS)
+    WIRED_DEFAULTS[f"relative-ridge+{_rule}"] = {
+        **WIRED_DEFAULTS["relative-ridge"],
+        **exploration_variant.WIRED_DEFAULTS,
+    }
 
 
 def wired(posterior: type, defaults: dict) -> type:
@@ -272,12 +272,11 @@ def add_argument(parser, installed: str = "with the defaults it would ship with"
 def install(name: str = "cell-strength", with_defaults: bool = False) -> None:
     """Make the bandit governor build the posterior of variant ``name`` (one of :data:`NAMES`),
     with its :data:`WIRED_DEFAULTS` in place of the shipped defaults if ``with_defaults``; a
-    name ending in ``front-loaded-looks`` also installs that exploration rule
-    (experiments/exploration_variant.py)."""
-    base, _, explore = name.partition(FRONT_LOADED)
-    base = base.removesuffix("+")
+    name ending in an exploration rule of experiments/exploration_variant.py also installs it."""
+    rule = next((r for r in exploration_variant.RULES if name.endswith(r)), None)
+    base = name.removesuffix(rule or "").removesuffix("+")
     if base:
         posterior = POSTERIORS[base]
         bandit.GoodputPosterior = wired(posterior, WIRED_DEFAULTS[base]) if with_defaults else posterior
-    if name.endswith(FRONT_LOADED):
-        exploration_variant.install(with_defaults)
+    if rule:
+        exploration_variant.install(with_defaults, rule)

@@ -22,6 +22,13 @@ aimed at a cause of the simulator's oscillations after warm-up (results/oscillat
 - **Revisits spaced by 1,000 steps** (``revisit_spacing``), where 500 were shipped: a revisit
   is two K changes, and the protocol allows two per 1,000 steps at stationary load.
 
+``effective-looks`` keeps the first and the last change and replaces the second: a look holds
+until the K's cell has gained ``explore_steps`` *effective* observations (a step counts as
+:func:`banditk.governor.clock_weight.weight` observations, so a look lasts longer on a correlated
+clock, at most four times as long), and a K whose cell holds half a look of effective
+observations is looked at. Counting in effective observations, not steps, keeps a cell looked at
+when the clock's estimated correlation moves.
+
 :func:`install` patches :func:`switching.choose` and three methods of
 :class:`~banditk.governor.bandit.BanditGovernor`; forked workers inherit it. The functions here
 are the change as it would land in ``governor/switching.py`` and ``governor/bandit.py`` (the
@@ -37,12 +44,19 @@ import numpy as np
 from banditk.core.config import GovernorConfig
 from banditk.governor import bandit, switching
 
-#: The defaults the change would ship with.
+#: The exploration rules here, by variant name.
+RULES = ("front-loaded-looks", "effective-looks")
+#: The defaults either change would ship with.
 WIRED_DEFAULTS = {"revisit_spacing": 1000}
 
+#: ``effective-looks``: a look lasts at most this many times ``explore_steps`` effective observations' steps.
+LOOK_CAP = 4.0
+
 # The decode steps the deciding bucket has played at each K, set for the decode decision that
-# is being made (None for a decision next to a prompt chunk, whose cells count steps already).
+# is being made (None for a decision next to a prompt chunk, whose cells count steps already),
+# and the observations one decode step is worth on the clock then.
 _played: np.ndarray | None = None
+_step_weight = 1.0
 
 
 def choose(
@@ -80,16 +94,54 @@ def choose(
     return k, max(float(explore_steps), float(cell_n[k]))
 
 
+def choose_effective(
+    scores: np.ndarray,
+    incumbent: int,
+    cell_n: np.ndarray,
+    explore_steps: float,
+    confidence: float,
+    may_revisit: bool = True,
+) -> tuple[int, float]:
+    """``effective-looks``: :func:`choose`'s candidates, with looks counted in effective
+    observations (``cell_n`` holds steps, the cells' observations over the step weight).
+
+    >>> s = np.array([[3.0, 2.0, 2.5], [3.0, 2.0, 1.0], [3.0, 2.0, 3.0], [1.0, 2.0, 1.0]])
+    >>> choose_effective(s, 1, np.array([40.0, 90.0, 0.0]), 32, 0.9, False)  # weight 1: a 32-step look
+    (2, 32.0)
+    """
+    if incumbent < 0:
+        return int(np.argmax(scores[0])), 0.0
+    w = _step_weight if _played is not None else 1.0  # next to a chunk the cells count steps
+    wins = np.mean(scores > scores[:, incumbent : incumbent + 1], axis=0)
+    wins[incumbent] = -1.0
+    wins[np.isneginf(scores[0])] = -1.0
+    sure = wins >= confidence
+    if sure.any():
+        return int(np.argmax(np.where(sure, scores.mean(axis=0), -np.inf))), 0.0
+    n = cell_n * w
+    plausible = wins >= 1.0 - confidence
+    first = plausible & (n < 0.5 * explore_steps)
+    revisit = plausible & ~first & may_revisit & (2.0 * n < n[incumbent])
+    eligible = first | revisit
+    if not eligible.any():
+        return incumbent, 0.0
+    k = int(np.argmax(np.where(eligible, wins, -np.inf)))
+    look = max(float(explore_steps), float(n[k]))
+    return k, min(look / w, LOOK_CAP * look)
+
+
 def _played_counts(gov) -> np.ndarray:
     if not hasattr(gov, "played_steps"):
         gov.played_steps = np.zeros((gov.config.num_buckets, gov.config.k_max + 1))
     return gov.played_steps
 
 
-def install(with_defaults: bool = False) -> None:
-    """Make the bandit governor explore by :func:`choose`, counting the decode steps each bucket
-    plays at each K; with :data:`WIRED_DEFAULTS` in place of the shipped defaults if asked."""
-    global _played
+def install(with_defaults: bool = False, rule: str = "front-loaded-looks") -> None:
+    """Make the bandit governor explore by :func:`choose` (``rule`` "front-loaded-looks",
+    counting the decode steps each bucket plays at each K) or :func:`choose_effective`
+    ("effective-looks"); with :data:`WIRED_DEFAULTS` in place of the shipped defaults if asked."""
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
     cls = bandit.BanditGovernor
     if getattr(cls, "_front_loaded", False):
         return
@@ -104,8 +156,9 @@ def install(with_defaults: bool = False) -> None:
         _played_counts(self)
 
     def _decode_scores(self, bucket, batch, kvf, incumbent, draws=None):
-        global _played
+        global _played, _step_weight
         _played = _played_counts(self)[bucket]
+        _step_weight = self.posterior.step_weight()
         return decode_scores(self, bucket, batch, kvf, incumbent, draws)
 
     def _select_chunk_step(self, context, prefill, bucket, kv_pressed):
@@ -125,4 +178,4 @@ def install(with_defaults: bool = False) -> None:
         _decide,
     )
     cls._front_loaded = True
-    switching.choose = choose
+    switching.choose = choose if rule == "front-loaded-looks" else choose_effective

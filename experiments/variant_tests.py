@@ -74,7 +74,7 @@ def markdown(report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--variant", required=True, choices=sorted(cell_strength_variant.POSTERIORS))
+    p.add_argument("--variant", required=True, choices=cell_strength_variant.NAMES)
     p.add_argument("--out", type=Path, required=True, help="report folder")
     args = p.parse_args(argv)
     plugin, t0 = Outcomes(args.variant), time.time()
