@@ -45,10 +45,17 @@ from banditk.core.config import GovernorConfig
 from banditk.governor import bandit, switching
 
 #: The exploration rules here, by variant name.
-RULES = ("front-loaded-looks", "effective-looks")
-#: The defaults either change would ship with.
-WIRED_DEFAULTS = {"revisit_spacing": 1000}
+RULES = ("front-loaded-looks", "effective-looks", "quiet-clock-looks")
+#: The defaults each rule would ship with (quiet-clock-looks doubles the spacing itself, where quiet).
+WIRED_DEFAULTS = {
+    "front-loaded-looks": {"revisit_spacing": 1000},
+    "effective-looks": {"revisit_spacing": 1000},
+    "quiet-clock-looks": {},
+}
 
+#: ``quiet-clock-looks``: a clock is quiet where the incumbent's cell, measured a look's worth,
+#: spreads by less than this (relative standard deviation of one step).
+QUIET_CV = 0.05
 #: ``effective-looks``: a look lasts at most this many times ``explore_steps`` effective observations' steps.
 LOOK_CAP = 4.0
 
@@ -57,6 +64,10 @@ LOOK_CAP = 4.0
 # and the observations one decode step is worth on the clock then.
 _played: np.ndarray | None = None
 _step_weight = 1.0
+# ``quiet-clock-looks``: whether the deciding bucket's clock is quiet, and its steps since it
+# last explored.
+_quiet, _since, _spacing = False, 0, 500
+_quiet_rule = False
 
 
 def choose(
@@ -83,7 +94,9 @@ def choose(
     sure = wins >= confidence
     if sure.any():  # several Ks beat a poor incumbent in every draw: their wins tie, their scores do not
         return int(np.argmax(np.where(sure, scores.mean(axis=0), -np.inf))), 0.0
-    known = cell_n if _played is None else np.maximum(cell_n, _played)
+    if _quiet_rule:  # the played gate and the longer spacing only where the clock is quiet
+        may_revisit = may_revisit and (not _quiet or _since >= 2 * _spacing)
+    known = cell_n if _played is None or (_quiet_rule and not _quiet) else np.maximum(cell_n, _played)
     plausible = wins >= 1.0 - confidence
     first = plausible & (known < explore_steps)
     revisit = plausible & ~first & may_revisit & (2.0 * cell_n < cell_n[incumbent])
@@ -130,6 +143,15 @@ def choose_effective(
     return k, min(look / w, LOOK_CAP * look)
 
 
+def quiet_clock(gov, bucket: int, incumbent: int) -> bool:
+    """Whether the incumbent's cell, measured a look's worth, spreads by less than QUIET_CV."""
+    post = gov.posterior
+    if incumbent < 0 or post.data.cell_n[bucket, incumbent] < gov.config.explore_steps:
+        return False
+    a, b, m = post.post_a[bucket, incumbent], post.post_b[bucket, incumbent], post.post_m[bucket, incumbent]
+    return bool(a > 1.0 and m > 0.0 and np.sqrt(b / (a - 1.0)) < QUIET_CV * m)
+
+
 def _played_counts(gov) -> np.ndarray:
     if not hasattr(gov, "played_steps"):
         gov.played_steps = np.zeros((gov.config.num_buckets, gov.config.k_max + 1))
@@ -150,15 +172,20 @@ def install(with_defaults: bool = False, rule: str = "front-loaded-looks") -> No
 
     def __init__(self, config, prior=None):
         if with_defaults:
-            same = {k: v for k, v in WIRED_DEFAULTS.items() if getattr(config, k) == shipped[k].default}
+            same = {k: v for k, v in WIRED_DEFAULTS[rule].items() if getattr(config, k) == shipped[k].default}
             config = dataclasses.replace(config, **same)
         init(self, config, prior)
         _played_counts(self)
 
     def _decode_scores(self, bucket, batch, kvf, incumbent, draws=None):
-        global _played, _step_weight
+        global _played, _step_weight, _quiet, _since, _spacing
         _played = _played_counts(self)[bucket]
         _step_weight = self.posterior.step_weight()
+        _quiet, _since, _spacing = (
+            quiet_clock(self, bucket, incumbent),
+            self.bucket_since_explore[bucket],
+            self.config.revisit_spacing,
+        )
         return decode_scores(self, bucket, batch, kvf, incumbent, draws)
 
     def _select_chunk_step(self, context, prefill, bucket, kv_pressed):
@@ -178,4 +205,6 @@ def install(with_defaults: bool = False, rule: str = "front-loaded-looks") -> No
         _decide,
     )
     cls._front_loaded = True
-    switching.choose = choose if rule == "front-loaded-looks" else choose_effective
+    global _quiet_rule
+    _quiet_rule = rule == "quiet-clock-looks"
+    switching.choose = choose_effective if rule == "effective-looks" else choose
