@@ -237,12 +237,9 @@ WIRED_DEFAULTS = {
 
 #: The exploration rules of experiments/exploration_variant.py, alone or on the relative ridge.
 NAMES = sorted([*POSTERIORS, *(f"{p}{r}" for r in exploration_variant.RULES for p in ("", "relative-ridge+"))])
-for _rule in exploration_variant.RULES:
-    WIRED_DEFAULTS[_rule] = dict(exploration_variant.WIRED_DEFAULTS)
-    WIRED_DEFAULTS[f"relative-ridge+{_rule}"] = {
-        **WIRED_DEFAULTS["relative-ridge"],
-        **exploration_variant.WIRED_DEFAULTS,
-    }
+for _rule, _defaults in exploration_variant.WIRED_DEFAULTS.items():
+    WIRED_DEFAULTS[_rule] = dict(_defaults)
+    WIRED_DEFAULTS[f"relative-ridge+{_rule}"] = {**WIRED_DEFAULTS["relative-ridge"], **_defaults}
 
 
 def wired(posterior: type, defaults: dict) -> type:
