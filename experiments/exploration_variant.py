@@ -1,4 +1,4 @@
-"""Front-loaded looks: the governor's exploration rule changed, installed into this process.
+"""Exploration rules of the bandit governor under study, installed into this process.
 
     python experiments/oscillation_actions.py --variant front-loaded-looks --out /tmp/x
     python experiments/sweep_variant.py --variant relative-ridge+front-loaded-looks --out .cache/v
@@ -22,12 +22,17 @@ aimed at a cause of the simulator's oscillations after warm-up (results/oscillat
 - **Revisits spaced by 1,000 steps** (``revisit_spacing``), where 500 were shipped: a revisit
   is two K changes, and the protocol allows two per 1,000 steps at stationary load.
 
-``effective-looks`` keeps the first and the last change and replaces the second: a look holds
-until the K's cell has gained ``explore_steps`` *effective* observations (a step counts as
-:func:`banditk.governor.clock_weight.weight` observations, so a look lasts longer on a correlated
-clock, at most four times as long), and a K whose cell holds half a look of effective
-observations is looked at. Counting in effective observations, not steps, keeps a cell looked at
-when the clock's estimated correlation moves.
+Three more rules, each a subset or a variation of those changes:
+
+- ``plausible-candidates``: the first change alone (no played gate, revisits spaced 500).
+- ``quiet-clock-looks``: the first change always, the second and the third (as 2 x
+  ``revisit_spacing``) only where the bucket's clock is quiet: its incumbent's cell, measured a
+  look's worth, spreads by less than :data:`QUIET_CV` of its mean.
+- ``effective-looks``: the first and the last change, the second replaced: a look holds until
+  the K's cell has gained ``explore_steps`` *effective* observations (a step counts as
+  :func:`banditk.governor.clock_weight.weight` observations, so a look lasts longer on a
+  correlated clock, at most :data:`LOOK_CAP` times as long), and a K whose cell holds half a
+  look of effective observations is looked at.
 
 :func:`install` patches :func:`switching.choose` and three methods of
 :class:`~banditk.governor.bandit.BanditGovernor`; forked workers inherit it. The functions here
@@ -45,12 +50,13 @@ from banditk.core.config import GovernorConfig
 from banditk.governor import bandit, switching
 
 #: The exploration rules here, by variant name.
-RULES = ("front-loaded-looks", "effective-looks", "quiet-clock-looks")
+RULES = ("front-loaded-looks", "effective-looks", "quiet-clock-looks", "plausible-candidates")
 #: The defaults each rule would ship with (quiet-clock-looks doubles the spacing itself, where quiet).
 WIRED_DEFAULTS = {
     "front-loaded-looks": {"revisit_spacing": 1000},
     "effective-looks": {"revisit_spacing": 1000},
     "quiet-clock-looks": {},
+    "plausible-candidates": {},
 }
 
 #: ``quiet-clock-looks``: a clock is quiet where the incumbent's cell, measured a look's worth,
@@ -68,6 +74,8 @@ _step_weight = 1.0
 # last explored.
 _quiet, _since, _spacing = False, 0, 500
 _quiet_rule = False
+# ``plausible-candidates``: the first change alone (no played gate, the shipped spacing).
+_candidates_only = False
 
 
 def choose(
@@ -96,7 +104,8 @@ def choose(
         return int(np.argmax(np.where(sure, scores.mean(axis=0), -np.inf))), 0.0
     if _quiet_rule:  # the played gate and the longer spacing only where the clock is quiet
         may_revisit = may_revisit and (not _quiet or _since >= 2 * _spacing)
-    known = cell_n if _played is None or (_quiet_rule and not _quiet) else np.maximum(cell_n, _played)
+    gated = _played is not None and not _candidates_only and (_quiet or not _quiet_rule)
+    known = np.maximum(cell_n, _played) if gated else cell_n
     plausible = wins >= 1.0 - confidence
     first = plausible & (known < explore_steps)
     revisit = plausible & ~first & may_revisit & (2.0 * cell_n < cell_n[incumbent])
@@ -205,6 +214,6 @@ def install(with_defaults: bool = False, rule: str = "front-loaded-looks") -> No
         _decide,
     )
     cls._front_loaded = True
-    global _quiet_rule
-    _quiet_rule = rule == "quiet-clock-looks"
+    global _quiet_rule, _candidates_only
+    _quiet_rule, _candidates_only = rule == "quiet-clock-looks", rule == "plausible-candidates"
     switching.choose = choose_effective if rule == "effective-looks" else choose
