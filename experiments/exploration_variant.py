@@ -22,12 +22,16 @@ aimed at a cause of the simulator's oscillations after warm-up (results/oscillat
 - **Revisits spaced by 1,000 steps** (``revisit_spacing``), where 500 were shipped: a revisit
   is two K changes, and the protocol allows two per 1,000 steps at stationary load.
 
-Three more rules, each a subset or a variation of those changes:
+Four more rules, each a subset or a variation of those changes:
 
 - ``plausible-candidates``: the first change alone (no played gate, revisits spaced 500).
 - ``quiet-clock-looks``: the first change always, the second and the third (as 2 x
   ``revisit_spacing``) only where the bucket's clock is quiet: its incumbent's cell, measured a
   look's worth, spreads by less than :data:`QUIET_CV` of its mean.
+- ``odds-spaced-looks``: the first two changes, and revisits spaced by the challenger's odds:
+  a K that beats the incumbent in at least :data:`LIKELY_BETTER` of the draws keeps the
+  shipped ``revisit_spacing`` (a K that is probably better is found as fast as before, which
+  on a noisy clock takes three or four revisits); any other plausible K waits twice as long.
 - ``effective-looks``: the first and the last change, the second replaced: a look holds until
   the K's cell has gained ``explore_steps`` *effective* observations (a step counts as
   :func:`banditk.governor.clock_weight.weight` observations, so a look lasts longer on a
@@ -50,14 +54,18 @@ from banditk.core.config import GovernorConfig
 from banditk.governor import bandit, switching
 
 #: The exploration rules here, by variant name.
-RULES = ("front-loaded-looks", "effective-looks", "quiet-clock-looks", "plausible-candidates")
+RULES = ("front-loaded-looks", "effective-looks", "quiet-clock-looks", "plausible-candidates", "odds-spaced-looks")
 #: The defaults each rule would ship with (quiet-clock-looks doubles the spacing itself, where quiet).
 WIRED_DEFAULTS = {
     "front-loaded-looks": {"revisit_spacing": 1000},
     "effective-looks": {"revisit_spacing": 1000},
     "quiet-clock-looks": {},
     "plausible-candidates": {},
+    "odds-spaced-looks": {},
 }
+#: ``odds-spaced-looks``: a K that beats the incumbent in at least this share of the draws is
+#: more likely better than not; its revisits keep the shipped spacing.
+LIKELY_BETTER = 0.5
 
 #: ``quiet-clock-looks``: a clock is quiet where the incumbent's cell, measured a look's worth,
 #: spreads by less than this (relative standard deviation of one step).
@@ -76,6 +84,8 @@ _quiet, _since, _spacing = False, 0, 500
 _quiet_rule = False
 # ``plausible-candidates``: the first change alone (no played gate, the shipped spacing).
 _candidates_only = False
+# ``odds-spaced-looks``: the front-loaded rule with revisits spaced by the challenger's odds.
+_odds_rule = False
 
 
 def choose(
@@ -104,6 +114,8 @@ def choose(
         return int(np.argmax(np.where(sure, scores.mean(axis=0), -np.inf))), 0.0
     if _quiet_rule:  # the played gate and the longer spacing only where the clock is quiet
         may_revisit = may_revisit and (not _quiet or _since >= 2 * _spacing)
+    if _odds_rule and _played is not None:  # a K less likely better than not waits twice as long
+        may_revisit = np.where(wins >= LIKELY_BETTER, may_revisit, may_revisit and _since >= 2 * _spacing)
     gated = _played is not None and not _candidates_only and (_quiet or not _quiet_rule)
     known = np.maximum(cell_n, _played) if gated else cell_n
     plausible = wins >= 1.0 - confidence
@@ -214,6 +226,7 @@ def install(with_defaults: bool = False, rule: str = "front-loaded-looks") -> No
         _decide,
     )
     cls._front_loaded = True
-    global _quiet_rule, _candidates_only
+    global _quiet_rule, _candidates_only, _odds_rule
     _quiet_rule, _candidates_only = rule == "quiet-clock-looks", rule == "plausible-candidates"
+    _odds_rule = rule == "odds-spaced-looks"
     switching.choose = choose_effective if rule == "effective-looks" else choose
