@@ -173,6 +173,13 @@ def quiet_clock(gov, bucket: int, incumbent: int) -> bool:
     return bool(a > 1.0 and m > 0.0 and np.sqrt(b / (a - 1.0)) < QUIET_CV * m)
 
 
+def _explored_at(gov) -> np.ndarray:
+    """The step at which each bucket last started an exploration (long ago: never)."""
+    if not hasattr(gov, "explored_at"):
+        gov.explored_at = np.full(gov.config.num_buckets, -(10**9), dtype=np.int64)
+    return gov.explored_at
+
+
 def _played_counts(gov) -> np.ndarray:
     if not hasattr(gov, "played_steps"):
         gov.played_steps = np.zeros((gov.config.num_buckets, gov.config.k_max + 1))
@@ -204,7 +211,7 @@ def install(with_defaults: bool = False, rule: str = "front-loaded-looks") -> No
         _step_weight = self.posterior.step_weight()
         _quiet, _since, _spacing = (
             quiet_clock(self, bucket, incumbent),
-            self.bucket_since_explore[bucket],
+            self.steps - _explored_at(self)[bucket],  # the governor's own count stops at the spacing
             self.config.revisit_spacing,
         )
         return decode_scores(self, bucket, batch, kvf, incumbent, draws)
@@ -217,6 +224,8 @@ def install(with_defaults: bool = False, rule: str = "front-loaded-looks") -> No
     def _decide(self, k, bucket, batch, scores=None, chunk=False):
         if bucket >= 0 and not chunk:
             _played_counts(self)[bucket, k] += 1.0
+            if self.bucket_since_explore[bucket] == 0:  # an exploration starts at this step
+                _explored_at(self)[bucket] = self.steps
         return decide(self, k, bucket, batch, scores, chunk)
 
     cls.__init__, cls._decode_scores, cls._select_chunk_step, cls._decide = (
