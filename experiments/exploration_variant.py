@@ -22,7 +22,7 @@ aimed at a cause of the simulator's oscillations after warm-up (results/oscillat
 - **Revisits spaced by 1,000 steps** (``revisit_spacing``), where 500 were shipped: a revisit
   is two K changes, and the protocol allows two per 1,000 steps at stationary load.
 
-Four more rules, each a subset or a variation of those changes:
+Five more rules, each a subset or a variation of those changes:
 
 - ``plausible-candidates``: the first change alone (no played gate, revisits spaced 500).
 - ``quiet-clock-looks``: the first change always, the second and the third (as 2 x
@@ -32,6 +32,9 @@ Four more rules, each a subset or a variation of those changes:
   a K that beats the incumbent in at least :data:`LIKELY_BETTER` of the draws keeps the
   shipped ``revisit_spacing`` (a K that is probably better is found as fast as before, which
   on a noisy clock takes three or four revisits); any other plausible K waits twice as long.
+- ``likely-revisits``: the first two changes, revisits at the shipped spacing, and only of a
+  K that beats the incumbent in at least :data:`LIKELY_BETTER` of the draws: a K that is
+  plausible but probably worse gets its first look and no more.
 - ``effective-looks``: the first and the last change, the second replaced: a look holds until
   the K's cell has gained ``explore_steps`` *effective* observations (a step counts as
   :func:`banditk.governor.clock_weight.weight` observations, so a look lasts longer on a
@@ -54,7 +57,14 @@ from banditk.core.config import GovernorConfig
 from banditk.governor import bandit, switching
 
 #: The exploration rules here, by variant name.
-RULES = ("front-loaded-looks", "effective-looks", "quiet-clock-looks", "plausible-candidates", "odds-spaced-looks")
+RULES = (
+    "front-loaded-looks",
+    "effective-looks",
+    "quiet-clock-looks",
+    "plausible-candidates",
+    "odds-spaced-looks",
+    "likely-revisits",
+)
 #: The defaults each rule would ship with (quiet-clock-looks doubles the spacing itself, where quiet).
 WIRED_DEFAULTS = {
     "front-loaded-looks": {"revisit_spacing": 1000},
@@ -62,6 +72,7 @@ WIRED_DEFAULTS = {
     "quiet-clock-looks": {},
     "plausible-candidates": {},
     "odds-spaced-looks": {},
+    "likely-revisits": {},
 }
 #: ``odds-spaced-looks``: a K that beats the incumbent in at least this share of the draws is
 #: more likely better than not; its revisits keep the shipped spacing.
@@ -86,6 +97,8 @@ _quiet_rule = False
 _candidates_only = False
 # ``odds-spaced-looks``: the front-loaded rule with revisits spaced by the challenger's odds.
 _odds_rule = False
+# ``likely-revisits``: the front-loaded rule revisiting only Ks more likely better than not.
+_likely_rule = False
 
 
 def choose(
@@ -116,6 +129,8 @@ def choose(
         may_revisit = may_revisit and (not _quiet or _since >= 2 * _spacing)
     if _odds_rule and _played is not None:  # a K less likely better than not waits twice as long
         may_revisit = np.where(wins >= LIKELY_BETTER, may_revisit, may_revisit and _since >= 2 * _spacing)
+    if _likely_rule and _played is not None:  # only a K more likely better than not is revisited
+        may_revisit = may_revisit & (wins >= LIKELY_BETTER)
     gated = _played is not None and not _candidates_only and (_quiet or not _quiet_rule)
     known = np.maximum(cell_n, _played) if gated else cell_n
     plausible = wins >= 1.0 - confidence
@@ -235,7 +250,7 @@ def install(with_defaults: bool = False, rule: str = "front-loaded-looks") -> No
         _decide,
     )
     cls._front_loaded = True
-    global _quiet_rule, _candidates_only, _odds_rule
+    global _quiet_rule, _candidates_only, _odds_rule, _likely_rule
     _quiet_rule, _candidates_only = rule == "quiet-clock-looks", rule == "plausible-candidates"
-    _odds_rule = rule == "odds-spaced-looks"
+    _odds_rule, _likely_rule = rule == "odds-spaced-looks", rule == "likely-revisits"
     switching.choose = choose_effective if rule == "effective-looks" else choose
