@@ -3,7 +3,8 @@
     python experiments/oscillation_actions.py --variant front-loaded-looks --out /tmp/x
     python experiments/sweep_variant.py --variant relative-ridge+front-loaded-looks --out .cache/v
 
-Three changes to how the bandit governor explores (:mod:`banditk.governor.switching`), each
+``front-loaded-looks`` makes three changes to how the bandit governor explores
+(:mod:`banditk.governor.switching`), each
 aimed at a cause of the simulator's oscillations after warm-up (results/oscillation-actions):
 
 - **Every plausible K is a candidate.** The shipped rule explores only the K with the most
@@ -22,12 +23,9 @@ aimed at a cause of the simulator's oscillations after warm-up (results/oscillat
 - **Revisits spaced by 1,000 steps** (``revisit_spacing``), where 500 were shipped: a revisit
   is two K changes, and the protocol allows two per 1,000 steps at stationary load.
 
-Five more rules, each a subset or a variation of those changes:
+Four more rules, each a subset or a variation of those changes:
 
 - ``plausible-candidates``: the first change alone (no played gate, revisits spaced 500).
-- ``quiet-clock-looks``: the first change always, the second and the third (as 2 x
-  ``revisit_spacing``) only where the bucket's clock is quiet: its incumbent's cell, measured a
-  look's worth, spreads by less than :data:`QUIET_CV` of its mean.
 - ``odds-spaced-looks``: the first two changes, and revisits spaced by the challenger's odds:
   a K that beats the incumbent in at least :data:`LIKELY_BETTER` of the draws keeps the
   shipped ``revisit_spacing`` (a K that is probably better is found as fast as before, which
@@ -60,16 +58,14 @@ from banditk.governor import bandit, switching
 RULES = (
     "front-loaded-looks",
     "effective-looks",
-    "quiet-clock-looks",
     "plausible-candidates",
     "odds-spaced-looks",
     "likely-revisits",
 )
-#: The defaults each rule would ship with (quiet-clock-looks doubles the spacing itself, where quiet).
+#: The defaults each rule would ship with.
 WIRED_DEFAULTS = {
     "front-loaded-looks": {"revisit_spacing": 1000},
     "effective-looks": {"revisit_spacing": 1000},
-    "quiet-clock-looks": {},
     "plausible-candidates": {},
     "odds-spaced-looks": {},
     "likely-revisits": {},
@@ -78,9 +74,6 @@ WIRED_DEFAULTS = {
 #: more likely better than not; its revisits keep the shipped spacing.
 LIKELY_BETTER = 0.5
 
-#: ``quiet-clock-looks``: a clock is quiet where the incumbent's cell, measured a look's worth,
-#: spreads by less than this (relative standard deviation of one step).
-QUIET_CV = 0.05
 #: ``effective-looks``: a look lasts at most this many times ``explore_steps`` effective observations' steps.
 LOOK_CAP = 4.0
 
@@ -89,10 +82,8 @@ LOOK_CAP = 4.0
 # and the observations one decode step is worth on the clock then.
 _played: np.ndarray | None = None
 _step_weight = 1.0
-# ``quiet-clock-looks``: whether the deciding bucket's clock is quiet, and its steps since it
-# last explored.
-_quiet, _since, _spacing = False, 0, 500
-_quiet_rule = False
+# ``odds-spaced-looks``: the deciding bucket's steps since it last explored, and the spacing.
+_since, _spacing = 0, 500
 # ``plausible-candidates``: the first change alone (no played gate, the shipped spacing).
 _candidates_only = False
 # ``odds-spaced-looks``: the front-loaded rule with revisits spaced by the challenger's odds.
@@ -125,13 +116,11 @@ def choose(
     sure = wins >= confidence
     if sure.any():  # several Ks beat a poor incumbent in every draw: their wins tie, their scores do not
         return int(np.argmax(np.where(sure, scores.mean(axis=0), -np.inf))), 0.0
-    if _quiet_rule:  # the played gate and the longer spacing only where the clock is quiet
-        may_revisit = may_revisit and (not _quiet or _since >= 2 * _spacing)
     if _odds_rule and _played is not None:  # a K less likely better than not waits twice as long
         may_revisit = np.where(wins >= LIKELY_BETTER, may_revisit, may_revisit and _since >= 2 * _spacing)
     if _likely_rule and _played is not None:  # only a K more likely better than not is revisited
         may_revisit = may_revisit & (wins >= LIKELY_BETTER)
-    gated = _played is not None and not _candidates_only and (_quiet or not _quiet_rule)
+    gated = _played is not None and not _candidates_only
     known = np.maximum(cell_n, _played) if gated else cell_n
     plausible = wins >= 1.0 - confidence
     first = plausible & (known < explore_steps)
@@ -179,15 +168,6 @@ def choose_effective(
     return k, min(look / w, LOOK_CAP * look)
 
 
-def quiet_clock(gov, bucket: int, incumbent: int) -> bool:
-    """Whether the incumbent's cell, measured a look's worth, spreads by less than QUIET_CV."""
-    post = gov.posterior
-    if incumbent < 0 or post.data.cell_n[bucket, incumbent] < gov.config.explore_steps:
-        return False
-    a, b, m = post.post_a[bucket, incumbent], post.post_b[bucket, incumbent], post.post_m[bucket, incumbent]
-    return bool(a > 1.0 and m > 0.0 and np.sqrt(b / (a - 1.0)) < QUIET_CV * m)
-
-
 def _explored_at(gov) -> np.ndarray:
     """The step at which each bucket last started an exploration (long ago: never)."""
     if not hasattr(gov, "explored_at"):
@@ -221,14 +201,11 @@ def install(with_defaults: bool = False, rule: str = "front-loaded-looks") -> No
         _played_counts(self)
 
     def _decode_scores(self, bucket, batch, kvf, incumbent, draws=None):
-        global _played, _step_weight, _quiet, _since, _spacing
+        global _played, _step_weight, _since, _spacing
         _played = _played_counts(self)[bucket]
         _step_weight = self.posterior.step_weight()
-        _quiet, _since, _spacing = (
-            quiet_clock(self, bucket, incumbent),
-            self.steps - _explored_at(self)[bucket],  # the governor's own count stops at the spacing
-            self.config.revisit_spacing,
-        )
+        # the steps since the bucket last explored: the governor's own count stops at the spacing
+        _since, _spacing = self.steps - _explored_at(self)[bucket], self.config.revisit_spacing
         return decode_scores(self, bucket, batch, kvf, incumbent, draws)
 
     def _select_chunk_step(self, context, prefill, bucket, kv_pressed):
@@ -250,7 +227,7 @@ def install(with_defaults: bool = False, rule: str = "front-loaded-looks") -> No
         _decide,
     )
     cls._front_loaded = True
-    global _quiet_rule, _candidates_only, _odds_rule, _likely_rule
-    _quiet_rule, _candidates_only = rule == "quiet-clock-looks", rule == "plausible-candidates"
+    global _candidates_only, _odds_rule, _likely_rule
+    _candidates_only = rule == "plausible-candidates"
     _odds_rule, _likely_rule = rule == "odds-spaced-looks", rule == "likely-revisits"
     switching.choose = choose_effective if rule == "effective-looks" else choose
