@@ -257,7 +257,7 @@ def wired(posterior: type, defaults: dict) -> type:
 
 
 def add_argument(parser, installed: str = "with the defaults it would ship with") -> None:
-    """``--variant``: one of :data:`POSTERIORS`, or none (the shipped governor)."""
+    """``--variant``: one of :data:`NAMES`, or none (the shipped governor)."""
     parser.add_argument(
         "--variant",
         choices=NAMES,
