@@ -92,6 +92,21 @@ _odds_rule = False
 _likely_rule = False
 
 
+def _wins(scores: np.ndarray, incumbent: int, confidence: float) -> tuple[np.ndarray, tuple[int, float] | None]:
+    """The shipped rule's first steps, which every rule here keeps: each K's share of draws beating
+    the incumbent, and the decision where no exploration is weighed (no incumbent yet, or a K
+    surely better), else None."""
+    if incumbent < 0:
+        return np.zeros(scores.shape[-1]), (int(np.argmax(scores[0])), 0.0)
+    wins = np.mean(scores > scores[:, incumbent : incumbent + 1], axis=0)
+    wins[incumbent] = -1.0
+    wins[np.isneginf(scores[0])] = -1.0  # a K outside the arm set is never a challenger
+    sure = wins >= confidence
+    if sure.any():  # several Ks beat a poor incumbent in every draw: their wins tie, their scores do not
+        return wins, (int(np.argmax(np.where(sure, scores.mean(axis=0), -np.inf))), 0.0)
+    return wins, None
+
+
 def choose(
     scores: np.ndarray,
     incumbent: int,
@@ -108,14 +123,9 @@ def choose(
     >>> choose(s, 1, np.array([40.0, 90.0, 0.0]), 32, 0.9, False)  # K=2 is plausible and never looked at
     (2, 32.0)
     """
-    if incumbent < 0:
-        return int(np.argmax(scores[0])), 0.0
-    wins = np.mean(scores > scores[:, incumbent : incumbent + 1], axis=0)
-    wins[incumbent] = -1.0
-    wins[np.isneginf(scores[0])] = -1.0  # a K outside the arm set is never a challenger
-    sure = wins >= confidence
-    if sure.any():  # several Ks beat a poor incumbent in every draw: their wins tie, their scores do not
-        return int(np.argmax(np.where(sure, scores.mean(axis=0), -np.inf))), 0.0
+    wins, decided = _wins(scores, incumbent, confidence)
+    if decided is not None:
+        return decided
     if _odds_rule and _played is not None:  # a K less likely better than not waits twice as long
         may_revisit = np.where(wins >= LIKELY_BETTER, may_revisit, may_revisit and _since >= 2 * _spacing)
     if _likely_rule and _played is not None:  # only a K more likely better than not is revisited
@@ -147,15 +157,10 @@ def choose_effective(
     >>> choose_effective(s, 1, np.array([40.0, 90.0, 0.0]), 32, 0.9, False)  # weight 1: a 32-step look
     (2, 32.0)
     """
-    if incumbent < 0:
-        return int(np.argmax(scores[0])), 0.0
+    wins, decided = _wins(scores, incumbent, confidence)
+    if decided is not None:
+        return decided
     w = _step_weight if _played is not None else 1.0  # next to a chunk the cells count steps
-    wins = np.mean(scores > scores[:, incumbent : incumbent + 1], axis=0)
-    wins[incumbent] = -1.0
-    wins[np.isneginf(scores[0])] = -1.0
-    sure = wins >= confidence
-    if sure.any():
-        return int(np.argmax(np.where(sure, scores.mean(axis=0), -np.inf))), 0.0
     n = cell_n * w
     plausible = wins >= 1.0 - confidence
     first = plausible & (n < 0.5 * explore_steps)
