@@ -46,8 +46,8 @@ def recorded():
     seen: list[dict | None] = [None]
     choose, select = switching.choose, bandit_module.BanditGovernor.select
 
-    def choose_seen(scores, incumbent, cell_n, explore_steps, confidence, may_revisit=True):
-        k, hold = choose(scores, incumbent, cell_n, explore_steps, confidence, may_revisit)
+    def choose_seen(scores, incumbent, cell_n, explore_steps, confidence, may_revisit=True, played=None, odds=0.0):
+        k, hold = choose(scores, incumbent, cell_n, explore_steps, confidence, may_revisit, played, odds)
         wins = np.mean(scores > scores[:, incumbent : incumbent + 1], axis=0) if incumbent >= 0 else None
         seen[0] = {
             "incumbent": int(incumbent),

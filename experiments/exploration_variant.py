@@ -114,6 +114,7 @@ def choose(
     explore_steps: float,
     confidence: float,
     may_revisit: bool = True,
+    *_wired: object,  # the shipped choose's played counts and odds, which these rules replace
 ) -> tuple[int, float]:
     """:func:`switching.choose` with every plausible K a candidate for exploration.
 
@@ -149,6 +150,7 @@ def choose_effective(
     explore_steps: float,
     confidence: float,
     may_revisit: bool = True,
+    *_wired: object,  # the shipped choose's played counts and odds, which these rules replace
 ) -> tuple[int, float]:
     """``effective-looks``: :func:`choose`'s candidates, with looks counted in effective
     observations (``cell_n`` holds steps, the cells' observations over the step weight).

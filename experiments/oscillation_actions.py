@@ -123,9 +123,10 @@ def recording():
     last: list[tuple | None] = [None]
     choose, select = switching.choose, bandit_module.BanditGovernor.select
 
-    def choose_recorded(scores, incumbent, cell_n, explore_steps, confidence, may_revisit=True):
-        k, hold = choose(scores, incumbent, cell_n, explore_steps, confidence, may_revisit)
-        last[0] = (int(incumbent), int(k), float(hold), float(cell_n[k]), float(explore_steps))
+    def choose_recorded(scores, incumbent, cell_n, explore_steps, confidence, may_revisit=True, played=None, odds=0.0):
+        k, hold = choose(scores, incumbent, cell_n, explore_steps, confidence, may_revisit, played, odds)
+        known = cell_n if played is None else np.maximum(cell_n, played)  # as choose tells a first look
+        last[0] = (int(incumbent), int(k), float(hold), float(known[k]), float(explore_steps))
         return k, hold
 
     def select_recorded(self, context):

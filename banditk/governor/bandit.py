@@ -3,8 +3,8 @@
 Each step: find the bucket B is in (hysteresis, dwell); inside a decision epoch keep K;
 else draw E(K) and step times from the posterior, score every K, the bucket's current K
 raised by the switching penalty, and leave that K only to explore a K the bucket barely
-knows (a revisit at most once per ``revisit_spacing`` steps of the bucket) or when the
-draws are confident (:mod:`.switching`). Steps next to a prompt chunk get their own K by
+knows (a revisit, of a K more likely better than not, at most once per ``revisit_spacing``
+steps of the bucket) or when the draws are confident (:mod:`.switching`). Steps next to a prompt chunk get their own K by
 the same rules, one K per run of such steps (:meth:`BanditGovernor._select_chunk_step`). The
 posterior is :mod:`.posterior`; the rules are this package's other modules.
 """
@@ -81,6 +81,8 @@ class BanditGovernor:
         self.bucket_epoch = np.full(config.num_buckets, config.decision_interval, dtype=np.int64)
         # Steps each bucket played since it last explored, up to revisit_spacing.
         self.bucket_since_explore = np.full(config.num_buckets, config.revisit_spacing, dtype=np.int64)
+        # Decode steps each bucket decided at each K: a K played a look's worth is looked at.
+        self.bucket_played = np.zeros((config.num_buckets, config.k_max + 1), dtype=np.int64)
         # Next to a prompt chunk: each bucket's K there, its revisit clock, an exploration in
         # progress (steps left, K, bucket).
         self.chunk_k = np.full(config.num_buckets, -1, dtype=np.int64)
@@ -162,7 +164,14 @@ class BanditGovernor:
         steps_held = (post.data.cell_n[bucket] + post.prior_stats.cell_n[bucket]) / post.step_weight()
         may_revisit = self.bucket_since_explore[bucket] >= cfg.revisit_spacing
         k, explore = switching.choose(
-            scores, incumbent, steps_held, cfg.explore_steps, cfg.switch_confidence, may_revisit
+            scores,
+            incumbent,
+            steps_held,
+            cfg.explore_steps,
+            cfg.switch_confidence,
+            may_revisit,
+            self.bucket_played[bucket],
+            switching.REVISIT_ODDS,
         )
         if self.prev_k >= 0 and k != self.prev_k:
             self.switches += 1
@@ -231,6 +240,8 @@ class BanditGovernor:
         self, k: int, bucket: int, batch: int, scores: np.ndarray | None = None, chunk: bool = False
     ) -> Decision:
         self.k_counts[k] += 1
+        if bucket >= 0 and not chunk:
+            self.bucket_played[bucket, k] += 1
         self.last_k, self.last_bucket, self.last_chunk = k, bucket, chunk
         sampled = () if scores is None else tuple(scores.tolist())
         return Decision(k=k, bucket=bucket, num_decoding=batch, step_id=self.steps, sampled_goodput=sampled)

@@ -188,6 +188,10 @@ SCHEMA: dict[str, tuple[Callable, Callable[[GovernorConfig], object] | None]] = 
         _numbers(_buckets, 0.0, 1e6, integral=True),
         lambda c: np.full(c.num_buckets, c.revisit_spacing, dtype=np.int64),
     ),
+    "bucket_played": (
+        _numbers(_cells, 0.0, float(_BIG), integral=True),
+        lambda c: np.zeros((c.num_buckets, c.k_max + 1), dtype=np.int64),
+    ),
     "chunk_k": (
         _numbers(_buckets, -1.0, lambda c: float(c.k_max), integral=True),
         lambda c: np.full(c.num_buckets, -1, dtype=np.int64),
@@ -270,6 +274,7 @@ def dump(gov) -> dict:
         "bucket_k": gov.bucket_k.tolist(),
         "bucket_epoch": gov.bucket_epoch.tolist(),
         "bucket_since_explore": gov.bucket_since_explore.tolist(),
+        "bucket_played": gov.bucket_played.tolist(),
         "chunk_k": gov.chunk_k.tolist(),
         "chunk_since_explore": gov.chunk_since_explore.tolist(),
         "chunk_hold": gov.chunk_hold,
@@ -304,7 +309,7 @@ def restore(gov, raw: object) -> None:
     gov.steps, gov.observations, gov.switches = s["steps"], s["observations"], s["switches"]
     gov.oscillations = s["oscillations"]
     gov.bucket_k, gov.bucket_epoch = s["bucket_k"], s["bucket_epoch"]
-    gov.bucket_since_explore = s["bucket_since_explore"]
+    gov.bucket_since_explore, gov.bucket_played = s["bucket_since_explore"], s["bucket_played"]
     gov.chunk_k, gov.chunk_since_explore, gov.chunk_hold = s["chunk_k"], s["chunk_since_explore"], s["chunk_hold"]
     gov.chunk_explore_k, gov.chunk_explore_bucket = s["chunk_explore_k"], s["chunk_explore_bucket"]
     gov.chunk_run = s["chunk_run"]

@@ -74,9 +74,10 @@ def revisit_steps(monkeypatch, seed: int, **config) -> list[int]:
 
     starts, choose, now = [], switching.choose, [0]
 
-    def spy(scores, incumbent, cell_n, explore_steps, confidence, may_revisit=True):
-        k, hold = choose(scores, incumbent, cell_n, explore_steps, confidence, may_revisit)
-        if hold and cell_n[k] >= explore_steps:
+    def spy(scores, incumbent, cell_n, explore_steps, confidence, may_revisit=True, played=None, odds=0.0):
+        k, hold = choose(scores, incumbent, cell_n, explore_steps, confidence, may_revisit, played, odds)
+        known = cell_n if played is None else np.maximum(cell_n, played)
+        if hold and known[k] >= explore_steps:
             starts.append(now[0])
         return k, hold
 
@@ -94,7 +95,11 @@ def revisit_steps(monkeypatch, seed: int, **config) -> list[int]:
 
 def test_revisits_are_spaced_by_revisit_spacing(monkeypatch):
     # Unspaced, the doubling revisits of the near-tied Ks come closer than revisit_spacing
-    # on this clock; spaced, never (a bucket's steps; here one bucket).
+    # on this clock; spaced, never (a bucket's steps; here one bucket). Revisits of Ks that
+    # are probably worse are allowed here, so that the near tie keeps revisiting.
+    from banditk.governor import switching
+
+    monkeypatch.setattr(switching, "REVISIT_ODDS", 0.0)
     spacing = GovernorConfig(drafter_class="mtp", k_max=2).revisit_spacing
     gaps_spaced, gaps_free = [], []
     for seed in range(4):
@@ -102,3 +107,14 @@ def test_revisits_are_spaced_by_revisit_spacing(monkeypatch):
         gaps_free += np.diff(revisit_steps(monkeypatch, seed, revisit_spacing=1)).tolist()
     assert gaps_spaced and min(gaps_spaced) >= spacing, gaps_spaced
     assert gaps_free and min(gaps_free) < spacing, gaps_free
+
+
+def test_only_a_k_more_likely_better_than_not_is_revisited(monkeypatch):
+    # On the near tie each K stays plausible, and a revisit is two K changes: with the shipped
+    # odds the tied Ks are revisited under a third as often as when any plausible K may be.
+    from banditk.governor import switching
+
+    shipped = sum(len(revisit_steps(monkeypatch, seed)) for seed in range(4))
+    monkeypatch.setattr(switching, "REVISIT_ODDS", 0.0)
+    any_plausible = sum(len(revisit_steps(monkeypatch, seed)) for seed in range(4))
+    assert any_plausible >= 5 and 3 * shipped < any_plausible, (shipped, any_plausible)
