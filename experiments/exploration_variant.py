@@ -3,8 +3,10 @@
     python experiments/oscillation_actions.py --variant front-loaded-looks --out /tmp/x
     python experiments/sweep_variant.py --variant relative-ridge+front-loaded-looks --out .cache/v
 
-``front-loaded-looks`` makes three changes to how the bandit governor explores
-(:mod:`banditk.governor.switching`), each
+``likely-revisits`` is now the shipped rule (:mod:`banditk.governor.switching`); "the shipped
+rule" below is the one before it, which explored only the leading K (docs/decisions.md).
+
+``front-loaded-looks`` makes three changes to how the bandit governor explores, each
 aimed at a cause of the simulator's oscillations after warm-up (results/oscillation-actions):
 
 - **Every plausible K is a candidate.** The shipped rule explores only the K with the most
@@ -119,9 +121,7 @@ def choose(
     """:func:`switching.choose` with every plausible K a candidate for exploration.
 
     >>> s = np.array([[3.0, 2.0, 2.5], [3.0, 2.0, 1.0], [3.0, 2.0, 3.0], [1.0, 2.0, 1.0]])
-    >>> switching.choose(s, 1, np.array([40.0, 90.0, 0.0]), 32, 0.9, False)  # K=0 leads, may not be revisited
-    (1, 0.0)
-    >>> choose(s, 1, np.array([40.0, 90.0, 0.0]), 32, 0.9, False)  # K=2 is plausible and never looked at
+    >>> choose(s, 1, np.array([40.0, 90.0, 0.0]), 32, 0.9, False)  # K=0 leads, may not be revisited; K=2 never looked at
     (2, 32.0)
     """
     wins, decided = _wins(scores, incumbent, confidence)

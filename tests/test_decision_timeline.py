@@ -1,23 +1,13 @@
-"""experiments/decision_timeline.py and the exploration rules of experiments/exploration_variant.py."""
+"""experiments/decision_timeline.py, and the cold-start flaw its reports showed in the rule before likely-revisits."""
 
 import json
+from pathlib import Path
 
-import numpy as np
-
-from banditk.governor import bandit, switching
 from tests.experiment_scripts import load
 
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "timelines"
+
 timeline = load("decision_timeline")
-variant = load("exploration_variant")
-
-
-def restore_after_install(monkeypatch):
-    """Let monkeypatch undo what exploration_variant.install patches."""
-    cls = bandit.BanditGovernor
-    for name in ("__init__", "_decode_scores", "_select_chunk_step", "_decide"):
-        monkeypatch.setattr(cls, name, getattr(cls, name))
-    monkeypatch.setattr(cls, "_front_loaded", False, raising=False)
-    monkeypatch.setattr(switching, "choose", switching.choose)
 
 
 def test_a_timeline_lists_the_run_s_explorations_with_what_the_governor_saw(tmp_path):
@@ -34,25 +24,21 @@ def test_a_timeline_lists_the_run_s_explorations_with_what_the_governor_saw(tmp_
     assert "| step | K |" in out.read_text()
 
 
-def test_likely_revisits_explores_a_plausible_unmeasured_k_the_shipped_rule_leaves(monkeypatch):
-    # K=0 leads the draws but is measured and may not be revisited; K=2, plausible, never was.
-    s = np.array([[3.0, 2.0, 2.5], [3.0, 2.0, 1.0], [3.0, 2.0, 3.0], [1.0, 2.0, 1.0]])
-    cells = np.array([40.0, 90.0, 0.0])
-    assert switching.choose(s, 1, cells, 32, 0.9, False) == (1, 0.0)
-    restore_after_install(monkeypatch)
-    variant.install(rule="likely-revisits")
-    assert switching.choose(s, 1, cells, 32, 0.9, False) == (2, 32.0)
+def unmeasured_plausible_at_first_return(report: dict) -> list[int]:
+    """The Ks never measured that the draws found plausible when a cold bucket's looks first
+    returned to its incumbent: the first looks a leading-K-only rule leaves for later."""
+    for e in report["events"]:
+        c = e["choice"]
+        if c and c["incumbent"] >= 0 and c["k"] == c["incumbent"] and c["hold"] == 0:
+            return [k for k, (w, n) in enumerate(zip(c["wins"], c["cell_steps"])) if w >= 0.1 and n == 0]
+    raise AssertionError("the run never returned to its incumbent")
 
 
-def test_likely_revisits_fewer_changes_on_the_cold_dflash_bucket(monkeypatch, tmp_path):
-    # results/timelines: the shipped rule's dflash C=24 run trickles first looks over 2,200 steps.
-    def changes(path):
-        return sum(1 for e in json.loads(path.with_suffix(".json").read_text())["events"] if e["step"] > 200)
-
-    shipped = tmp_path / "shipped.md"
-    timeline.main(["--point", "dflash-laguna-gb10:24", "--out", str(shipped)])
-    restore_after_install(monkeypatch)
-    variant.install(rule="likely-revisits")
-    likely = tmp_path / "likely.md"
-    timeline.main(["--point", "dflash-laguna-gb10:24", "--out", str(likely)])
-    assert changes(likely) < changes(shipped), (changes(likely), changes(shipped))
+def test_a_cold_bucket_looks_at_every_plausible_k_before_it_returns_to_its_incumbent(tmp_path):
+    # results/timelines/...-leading-k: the rule before likely-revisits went back to K=7 at step 41
+    # with K=4, 5, 6 and 8 unmeasured and winning over half the draws; K=2's first look came at 1,841.
+    before = json.loads((RESULTS / "dflash-laguna-gb10-c24-seed0-leading-k.json").read_text())
+    assert unmeasured_plausible_at_first_return(before) == [2, 4, 5, 6, 8]
+    out = tmp_path / "t.md"
+    timeline.main(["--point", "dflash-laguna-gb10:24", "--seed", "0", "--out", str(out)])
+    assert unmeasured_plausible_at_first_return(json.loads(out.with_suffix(".json").read_text())) == []

@@ -67,3 +67,13 @@ def test_a_k_above_the_servers_k_max_is_refused_by_the_schema(snapshot, field, v
     with pytest.raises(PriorFormatError, match=f"`{field}` must be") as e:
         governor_from_snapshot(_replaced(snapshot, (field,), bad))
     assert ", 4]" in str(e.value)
+
+
+def test_played_counts_survive_a_snapshot_and_an_older_snapshot_reads_none(snapshot):
+    # Played counts tell the switching rule that a K was looked at: lost, cold Ks would be re-looked.
+    played = snapshot["governor"]["state"]["bucket_played"]
+    assert sum(map(sum, played)) > 0
+    assert governor_from_snapshot(snapshot).bucket_played.tolist() == played
+    older = copy.deepcopy(snapshot)
+    del older["governor"]["state"]["bucket_played"]
+    assert not governor_from_snapshot(older).bucket_played.any()
