@@ -14,7 +14,7 @@ from banditk.core.errors import (
 )
 from banditk.core.types import Decision, StepContext, StepOutcome
 from banditk.evaluation import THRESHOLDS
-from banditk.governor import BanditGovernor
+from banditk.governor import BanditGovernor, switching
 from banditk.switch_counts import change_causes
 from banditk.tools.synthetic import SyntheticTruth
 
@@ -58,8 +58,6 @@ def test_switching_penalty_cuts_switches_on_a_tied_stream(monkeypatch):
     # Two K nearly tied (within 0.5%) under 8% step-time noise: with no penalty, no
     # decision epochs and no spacing or odds on revisits Thompson sampling flips between
     # them; the penalty stops it.
-    from banditk.governor import switching
-
     monkeypatch.setattr(switching, "REVISIT_ODDS", 0.0)
     tied = SyntheticTruth(acceptance=(0.5, 0.05), weights=(0.02, 0.0, 0.00034, 0.0), noise_cv=0.08)
     g = tied.goodput(4)

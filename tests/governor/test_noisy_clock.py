@@ -19,7 +19,7 @@ import numpy as np
 
 from banditk.core.config import GovernorConfig
 from banditk.core.types import StepContext, StepOutcome
-from banditk.governor import BanditGovernor
+from banditk.governor import BanditGovernor, switching
 from banditk.switch_counts import switch_counts
 from banditk.tools.synthetic import SyntheticTruth
 
@@ -73,8 +73,6 @@ TIED = SyntheticTruth(acceptance=(0.5, 0.05), weights=(0.02, 0.0, 0.00034, 0.0),
 def revisit_steps(monkeypatch, seed: int, **config) -> list[int]:
     """Steps at which a run on the tied truth and the noisy clock starts a revisit (an
     exploration of a K already measured)."""
-    from banditk.governor import switching
-
     starts, choose, now = [], switching.choose, [0]
 
     def spy(scores, incumbent, cell_n, explore_steps, confidence, may_revisit=True, played=None, odds=0.0):
@@ -100,8 +98,6 @@ def test_revisits_are_spaced_by_revisit_spacing(monkeypatch):
     # Unspaced, the doubling revisits of the near-tied Ks come closer than revisit_spacing
     # on this clock; spaced, never (a bucket's steps; here one bucket). Revisits of Ks that
     # are probably worse are allowed here, so that the near tie keeps revisiting.
-    from banditk.governor import switching
-
     monkeypatch.setattr(switching, "REVISIT_ODDS", 0.0)
     spacing = GovernorConfig(drafter_class="mtp", k_max=2).revisit_spacing
     gaps_spaced, gaps_free = [], []
@@ -115,8 +111,6 @@ def test_revisits_are_spaced_by_revisit_spacing(monkeypatch):
 def test_only_a_k_more_likely_better_than_not_is_revisited(monkeypatch):
     # On the near tie each K stays plausible, and a revisit is two K changes: with the shipped
     # odds the tied Ks are revisited under a third as often as when any plausible K may be.
-    from banditk.governor import switching
-
     shipped = sum(len(revisit_steps(monkeypatch, seed)) for seed in range(4))
     monkeypatch.setattr(switching, "REVISIT_ODDS", 0.0)
     any_plausible = sum(len(revisit_steps(monkeypatch, seed)) for seed in range(4))
