@@ -39,6 +39,12 @@ NUTS_MAX_STEPS = 20_000
 #: often: a divergence means the step size is too large where the posterior bends (a
 #: weight against 0), and a smaller step is the remedy; it costs ~5x the time, so only then.
 NUTS_TARGET_ACCEPT = (0.85, 0.95)
+#: A run whose chains disagree or mix slowly (r-hat or ESS short of the gate) is run again
+#: with this many times the warmup and draws, up to :data:`NUTS_MAX_LENGTHEN` times. How many
+#: draws a posterior needs depends on its shape and on the machine's floating-point paths (a
+#: NUTS trajectory is chaotic), so a fixed length sits near the gate on some machines.
+NUTS_LENGTHEN = 2
+NUTS_MAX_LENGTHEN = 2
 
 
 @dataclass(frozen=True)
@@ -167,23 +173,9 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
     th = options.thresholds
     elbo = None
     if method == "nuts":
-        from banditk.fit.nuts import run_nuts
-
-        draws = options.chains * options.samples
         with single_thread():
-            for target_accept in NUTS_TARGET_ACCEPT:
-                r = run_nuts(
-                    inputs,
-                    shape.names,
-                    chains=options.chains,
-                    warmup=options.warmup,
-                    samples=options.samples,
-                    seed=options.seed,
-                    progress=options.progress,
-                    target_accept=target_accept,
-                )
-                if r.divergences <= th.max_divergent_fraction * draws:
-                    break
+            r, lengthened = _run_nuts_to_gate(inputs, shape.names, options)
+        draws = r.chains * r.samples
         posterior = r.posterior
         diagnostics = {
             "method": "nuts",
@@ -191,6 +183,7 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
             "warmup": r.warmup,
             "samples_per_chain": r.samples,
             "target_accept": r.target_accept,
+            "lengthened": lengthened,
             "rhat": _round(r.rhat),
             "ess": _round(r.ess, 1),
             "divergences": r.divergences,
@@ -227,6 +220,36 @@ def fit(paths: list[str | os.PathLike], options: FitOptions = FitOptions()) -> F
     return FitResult(
         prior, posterior, acceptance, ppc, method, diagnostics, failures, time.perf_counter() - start, elbo
     )
+
+
+def _run_nuts_to_gate(inputs, names: tuple[str, ...], options: FitOptions):
+    """NUTS at the first target acceptance that keeps divergences under the gate, lengthened
+    while r-hat or the ESS falls short of it. Returns the last run and how often it was lengthened."""
+    from banditk.fit.nuts import run_nuts
+
+    th = options.thresholds
+    warmup, samples = options.warmup, options.samples
+    for lengthened in range(NUTS_MAX_LENGTHEN + 1):
+        for target_accept in NUTS_TARGET_ACCEPT:
+            r = run_nuts(
+                inputs,
+                names,
+                chains=options.chains,
+                warmup=warmup,
+                samples=samples,
+                seed=options.seed,
+                progress=options.progress,
+                target_accept=target_accept,
+            )
+            if r.divergences <= th.max_divergent_fraction * options.chains * samples:
+                break
+        if not nuts_failures(r.rhat, r.ess, r.divergences, options.chains * samples, th):
+            break
+        if r.divergences > th.max_divergent_fraction * options.chains * samples:
+            break  # a longer run does not cure divergences
+        if lengthened < NUTS_MAX_LENGTHEN:
+            warmup, samples = warmup * NUTS_LENGTHEN, samples * NUTS_LENGTHEN
+    return r, lengthened
 
 
 def write_prior(result: FitResult, path: str | os.PathLike, *, force: bool = False) -> None:
