@@ -11,8 +11,10 @@ end, engine core, workers). In the front end it wraps
    value raises :class:`~banditk.core.errors.ConfigError` here, before any model loads;
 2. vLLM's dynamic-K mode is switched on with a table the governor overrides every step. On
    a GPU it lists every K of the arm set, so Model Runner V2 captures a FULL decode ladder
-   for each (:mod:`.graph_mode`); on CPU it is one row, ``[[1, max_num_seqs, K_max]]``. The
-   log then says once which runner and graph mode serve, and why;
+   for each (:mod:`.graph_mode`; on 0.34 each up to ``max_num_seqs`` through
+   :func:`~banditk.adapter.vllm_compat.install_full_graphs_for_every_k`); on CPU it is one
+   row, ``[[1, max_num_seqs, K_max]]``. The log then says once which runner and graph mode
+   serve, and why;
 3. the validated settings ride to the engine-core process in
    ``VllmConfig.additional_config["banditk"]`` (pickled with the config in the
    multi-process layout, the same object in-process);
@@ -72,6 +74,10 @@ def register() -> None:
             e,
         )
         return
+    try:
+        vllm_compat.install_full_graphs_for_every_k()  # 0.34: in every process that plans graphs
+    except Exception as e:  # the governed server then captures vLLM's own plan
+        logger.warning("banditk: full graphs for every K unavailable (%s: %s).", type(e).__name__, e)
     if os.environ.get(WORKER_TIMING_ENV) == "1":
         _install_worker_hooks()
 
@@ -131,6 +137,12 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
         clean["num_speculative_tokens_per_batch_size"] = vllm_compat.dynamic_k_table(
             table_ks(settings, k_max), getattr(engine_args, "max_num_seqs", None)
         )
+    # Marks the config as governed while vLLM builds it: 0.34 plans its graphs then
+    # (vllm_compat.install_full_graphs_for_every_k); apply_to_vllm_config fills it in.
+    engine_args.additional_config = {
+        **(getattr(engine_args, "additional_config", None) or {}),
+        ADDITIONAL_CONFIG_KEY: {},
+    }
 
 
 def table_ks(settings: AdapterSettings, k_max: int) -> tuple[int, ...]:
