@@ -160,7 +160,9 @@ def main() -> None:
             "governed_plan": governed.get_decode_cudagraph_query_lens(governed.uniform_decode_query_len),
             "ungoverned_plan": plain.get_decode_cudagraph_query_lens(plain.uniform_decode_query_len),
             # draft_model's first draft step runs 2 + K query rows (standalone_ar/speculator.py)
-            "governed_draft_prefill_plan": governed.get_decode_cudagraph_query_lens(governed.uniform_decode_query_len + 1),
+            "governed_draft_prefill_plan": governed.get_decode_cudagraph_query_lens(
+                governed.uniform_decode_query_len + 1
+            ),
             "governed_draft_decode": widest_draft_decode_graphs(governed),
         }
     print(json.dumps(out))
