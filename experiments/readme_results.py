@@ -383,7 +383,8 @@ def render_sweeps(reports: list[tuple[str, dict]], results_rel: str = "results")
         + (
             f" Every policy runs in its own server's mode; `{SUBJECT} mode` is the one `{SUBJECT}` ran in (Model "
             f"Runner V2 with FULL graphs where the hardware has graphs), and the V1 PIECEWISE column is `{TWIN}`, "
-            "the same bandit on vLLM's V1 runner: informational, no check applies to it."
+            "the same bandit on vLLM's V1 runner, which vLLM 0.34 removed (vLLM 0.33 only): informational, no check "
+            "applies to it."
             if modes
             else ""
         ),
@@ -392,7 +393,7 @@ def render_sweeps(reports: list[tuple[str, dict]], results_rel: str = "results")
     if modes:
         lines += [
             f"| scenario | checks pass / fail | {SUBJECT} mode | worst bandit / best fixed K "
-            "| worst bandit on V1 PIECEWISE / best fixed K | max oscillations / 1k steps | regret flat / prior "
+            "| worst bandit on V1 PIECEWISE (vLLM 0.33 only) / best fixed K | max oscillations / 1k steps | regret flat / prior "
             "| commit |",
             "|---|---:|---|---:|---:|---:|---:|---|",
         ]
