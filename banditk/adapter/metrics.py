@@ -170,7 +170,9 @@ class Publisher:
             return
         try:
             now = self.clock()
-            if now - self._last < self.interval_s and scheduler.has_unfinished_requests():
+            # A running request means work goes on: vLLM's own call chain only when none runs.
+            busy = getattr(scheduler, "running", None) or scheduler.has_unfinished_requests()
+            if now - self._last < self.interval_s and busy:
                 return
             self._last = now
             stats = _scheduler_stats(outputs)

@@ -367,10 +367,11 @@ def padded_request_ids(scheduler_output: Any) -> frozenset:
     drafts of its own, so every one of them that carries drafts was padded.
     """
     spec = scheduler_output.scheduled_spec_decode_tokens
-    if not spec:
-        return frozenset()
-    padded = {r.req_id for r in scheduler_output.scheduled_new_reqs if r.req_id in spec}
+    new = scheduler_output.scheduled_new_reqs
     resumed = getattr(scheduler_output.scheduled_cached_reqs, "resumed_req_ids", ())  # 0.34: new reqs
+    if not spec or not (new or resumed):  # most steps: no request came from the waiting queue
+        return frozenset()
+    padded = {r.req_id for r in new if r.req_id in spec}
     padded.update(r for r in resumed if r in spec)
     return frozenset(padded)
 
@@ -384,8 +385,9 @@ def decoding_request_ids(scheduler: Any, scheduler_output: Any) -> list[str]:
     return decoding_requests(scheduler, scheduler_output)[0]
 
 
-def decoding_requests(scheduler: Any, scheduler_output: Any) -> tuple[list[str], int]:
-    """The decoding requests of :func:`decoding_request_ids` and their context tokens, in one pass.
+def decoding_requests(scheduler: Any, scheduler_output: Any) -> tuple[list[str], int, int]:
+    """The decoding requests of :func:`decoding_request_ids`, their context tokens and the
+    tokens they are scheduled, in one pass.
 
     The context tokens are summed over the decoding requests with :func:`request_context_tokens`;
     0 (unknown) where a request does not expose what it needs. Call before ``_update_after_schedule``.
@@ -393,7 +395,7 @@ def decoding_requests(scheduler: Any, scheduler_output: Any) -> tuple[list[str],
     spec = scheduler_output.scheduled_spec_decode_tokens
     requests = scheduler.requests
     out = []
-    context = 0
+    context = tokens = 0
     for req_id, n in scheduler_output.num_scheduled_tokens.items():
         req = requests.get(req_id)
         if req is None:
@@ -401,10 +403,11 @@ def decoding_requests(scheduler: Any, scheduler_output: Any) -> tuple[list[str],
         computed = req.num_computed_tokens
         if computed >= req.num_prompt_tokens and n <= 1 + len(spec.get(req_id, ())):
             out.append(req_id)
+            tokens += n
             if context >= 0:  # one unknown request makes the sum unknown
                 c = request_context_tokens(req, computed)
                 context = context + c if c > 0 else -1
-    return out, max(context, 0)
+    return out, max(context, 0), tokens
 
 
 def request_context_tokens(req: Any, computed: Any = None) -> int:
@@ -467,6 +470,8 @@ def queue_len(scheduler: Any) -> int:
 
 def has_unfinished_requests(scheduler: Any) -> bool:
     try:
+        if getattr(scheduler, "running", None):  # the common answer, without vLLM's call chain
+            return True
         return bool(scheduler.has_unfinished_requests())
     except Exception:
         return True
