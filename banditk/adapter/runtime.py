@@ -233,7 +233,8 @@ class GovernorRuntime:
             return self.fallback_k, None, "select"
         # One budget per step for the governor's work: this select and the last observe.
         spent, self._observe_s = time.perf_counter() - t0 + self._observe_s, 0.0
-        if self._slow(spent):
+        b = self.breaker  # a fast step after fast steps leaves it as it is: no call
+        if (spent > b.budget_s or b.in_a_row or b.cooldown != b.base_cooldown) and self._slow(spent):
             return self.fallback_k, None, "slow"
         k = getattr(decision, "k", None)
         if type(k) is not int and (isinstance(k, bool) or not isinstance(k, (int, np.integer))):

@@ -138,7 +138,7 @@ class Telemetry:
         self.num_accepted_tokens = 0
         self.steps = 0
         self.decisions = 0
-        self.k_histogram = np.zeros(k_max + 1, dtype=np.int64)
+        self.k_histogram = [0] * (k_max + 1)
         self.step_s = 0.0
         self.draft_s = 0.0
         self.target_s = 0.0
@@ -261,7 +261,7 @@ class Telemetry:
         return {
             "steps": self.steps,
             "decisions": self.decisions,
-            "k_histogram": self.k_histogram.tolist(),
+            "k_histogram": list(self.k_histogram),
             "num_drafts": self.num_drafts,
             "num_draft_tokens": self.num_draft_tokens,
             "num_accepted_tokens": self.num_accepted_tokens,
