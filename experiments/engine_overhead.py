@@ -148,6 +148,9 @@ def measure(batches=(1, 8, 64), rounds: int = 6, max_tokens: int = 48, profile_b
                     "banditk_ms": round(1e3 * banditk, 4),
                     "banditk_ms_p90": round(1e3 * float(np.percentile(gov.banditk, 90)), 4),
                     "ratio": round(banditk / vllm_plain, 4),
+                    # All a governed step costs more than a plain one: the hooks, and vLLM's own
+                    # work slowed by them (caches they evict, the overrides' frames).
+                    "added_ms": round(1e3 * (float(np.median(gov.outer)) - vllm_plain), 4),
                     "plain_k": plain_ks,
                     "hook_ms": {h: round(1e3 * float(np.median(v)), 4) for h, v in gov.hooks.items()},
                 }
