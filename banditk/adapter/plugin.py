@@ -127,6 +127,14 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
             f"({norm['num_speculative_tokens_per_batch_size']!r}); the governor chooses K itself. "
             'Use "governor": "table:[[lo,hi,K],...]" to run a table through banditk.'
         )
+    if norm.get("enable_adaptive_verification"):
+        raise ConfigError(
+            "speculative_config sets `governor` and enable_adaptive_verification="
+            f"{norm['enable_adaptive_verification']!r}: vLLM trims drafts in the worker and counts a trimmed "
+            "draft as rejected, so banditk would learn acceptance too low and choose K too shallow. Run one of "
+            "them: drop `governor` for adaptive verification alone, or drop `enable_adaptive_verification` "
+            "for banditk (docs/operations.md, 'banditk and vLLM's adaptive verification')."
+        )
     k_max = norm.get("num_speculative_tokens")
     method = norm.get("method")
     if isinstance(k_max, int) and not isinstance(k_max, bool) and k_max > 0:

@@ -236,13 +236,11 @@ class GovernorRuntime:
         b = self.breaker  # a fast step after fast steps leaves it as it is: no call
         if (spent > b.budget_s or b.in_a_row or b.cooldown != b.base_cooldown) and self._slow(spent):
             return self.fallback_k, None, "slow"
-        k = getattr(decision, "k", None)
-        if type(k) is not int and (isinstance(k, bool) or not isinstance(k, (int, np.integer))):
-            k = None
+        raw = getattr(decision, "k", None)
+        k = raw if type(raw) is int else int(raw) if isinstance(raw, np.integer) else None  # a bool is neither
         if k is None or not 0 <= k <= self.k_max:
-            self._error("invalid_k", ValueError(f"policy returned K={decision!r}, K outside 0..{self.k_max}"))
+            self._error("invalid_k", ValueError(f"policy returned K={raw!r}, outside 0..{self.k_max}"))
             return self.fallback_k, None, "invalid_k"
-        k = int(k)
         self.telemetry.observe_decision(k, kv, queue)
         return k, decision, None
 

@@ -91,6 +91,10 @@ def test_per_request_key_selects_the_per_request_schedulers(vllm_cpu, tiny_pair,
             r"both `governor` and `num_speculative_tokens_per_batch_size`",
         ),
         (
+            {"governor": "bandit", "enable_adaptive_verification": True},
+            r"enable_adaptive_verification=True: vLLM trims drafts in the worker .* Run one of them",
+        ),
+        (
             {"governor": "bandit", "governor_config": {"fallback_k": 5}},
             r"fallback_k must be in \[0, num_speculative_tokens=4\], got 5",
         ),
