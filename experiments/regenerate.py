@@ -263,7 +263,7 @@ def overhead_step() -> Step:
     banditk through the plugin's entry points too)."""
     script = "experiments/bench_overhead.py"
     return Step("overhead", script, ("--engine", "--out", "results/overhead"),
-                ("--steps", "2000", "--warmup", "500", "--engine", "--rounds", "2", "--out", "{q}/overhead"),
+                ("--steps", "2000", "--warmup", "500", "--repeats", "1", "--engine", "--rounds", "2", "--out", "{q}/overhead"),
                 "results/overhead", needs=("vllm",), minutes=4, note="timings: nothing else should run meanwhile",
                 scope=(script, *source_closure.vllm_entry_points()))  # fmt: skip
 

@@ -13,7 +13,7 @@ engine = load("engine_overhead")
 
 
 def test_a_short_run_writes_every_target_with_a_verdict(tmp_path):
-    assert bench.main(["--steps", "64", "--warmup", "40", "--out", str(tmp_path)]) == 0
+    assert bench.main(["--steps", "64", "--warmup", "40", "--repeats", "3", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["provenance"]["commit"]
     rows = {row["B"]: row for row in report["synthetic"]}
@@ -24,6 +24,8 @@ def test_a_short_run_writes_every_target_with_a_verdict(tmp_path):
             assert split["held"]["n"] + split["deciding"].get("n", 0) == 64
             assert split["all"]["p50_us"] > 0
         assert row["list_lookup"]["p50_us"] >= 0
+        p50s = row["repeats_p50_us"]["batch"]
+        assert len(p50s) == 3 and row["batch"]["all"]["p50_us"] == sorted(p50s)[1]
     verdicts = {c["check"]: c for c in report["checks"]}
     for b in bench.TARGET_BATCHES:
         assert verdicts[f"B={b} batch-wide p50"]["status"] in ("pass", "fail")
@@ -82,7 +84,7 @@ def test_the_plain_class_runs_without_the_hooks_and_swaps_back():
     assert sch.schedule() == "hooked vllm"
 
 
-@pytest.mark.parametrize("flag", ["--steps", "--warmup", "--rounds"])
+@pytest.mark.parametrize("flag", ["--steps", "--warmup", "--rounds", "--repeats"])
 def test_a_count_below_one_is_refused_naming_the_flag(flag, capsys):
     with pytest.raises(SystemExit):
         bench.main([flag, "0"])
@@ -91,7 +93,7 @@ def test_a_count_below_one_is_refused_naming_the_flag(flag, capsys):
 
 def test_the_readme_section_quotes_each_batch_and_names_what_missed_its_target(tmp_path):
     readme = load("readme_results")
-    bench.main(["--steps", "64", "--warmup", "40", "--out", str(tmp_path)])
+    bench.main(["--steps", "64", "--warmup", "40", "--repeats", "1", "--out", str(tmp_path)])
     report = json.loads((tmp_path / "report.json").read_text())
     report["engine"] = [{"B": 1, "banditk_ms": 0.05, "vllm_scheduler_ms_plain": 0.1, "ratio": 0.5}]
     report["checks"] = [
