@@ -146,9 +146,6 @@ class StepOutcome:
         prefill_tokens: prompt tokens (chunked prefill) computed in the same step. They
             cost time that has nothing to do with K; the governor learns their price and
             takes it out before crediting the step time to K.
-
-    The arrays are held, not copied (a copy a step costs more than the check): do not change
-    them after ``observe``, whose credit may read them later (a held step's is queued).
     """
 
     drafted: np.ndarray

@@ -77,7 +77,7 @@ def test_per_position_counts_are_the_position_by_position_tally():
     k = 4
     t = Telemetry(k_max=k, request_history=2)
     drafted_pp, accepted_pp, reached_pp = [0] * k, [0] * k, [0] * k
-    for step in range(300):
+    for _ in range(300):
         verified = []
         for r in range(int(rng.integers(1, 9))):
             d = int(rng.integers(0, k + 3))  # above K_max too: counted up to K_max
