@@ -128,13 +128,7 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
             'Use "governor": "table:[[lo,hi,K],...]" to run a table through banditk.'
         )
     if norm.get("enable_adaptive_verification"):
-        raise ConfigError(
-            "speculative_config sets `governor` and enable_adaptive_verification="
-            f"{norm['enable_adaptive_verification']!r}: vLLM trims drafts in the worker and counts a trimmed "
-            "draft as rejected, so banditk would learn acceptance too low and choose K too shallow. Run one of "
-            "them: drop `governor` for adaptive verification alone, or drop `enable_adaptive_verification` "
-            "for banditk (docs/operations.md, 'banditk and vLLM's adaptive verification')."
-        )
+        raise adaptive_verification_refused(norm["enable_adaptive_verification"])
     k_max = norm.get("num_speculative_tokens")
     method = norm.get("method")
     if isinstance(k_max, int) and not isinstance(k_max, bool) and k_max > 0:
@@ -151,6 +145,17 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
         **(getattr(engine_args, "additional_config", None) or {}),
         ADDITIONAL_CONFIG_KEY: {},
     }
+
+
+def adaptive_verification_refused(value: object) -> ConfigError:
+    """Why the governor does not run under vLLM's adaptive verification, and what to run instead."""
+    return ConfigError(
+        f"speculative_config sets `governor` and enable_adaptive_verification={value!r}: vLLM trims drafts in "
+        "the worker and counts a trimmed draft as rejected, so banditk would learn acceptance too low and "
+        "choose K too shallow. Run one of them: drop `governor` for adaptive verification alone, or drop "
+        "`enable_adaptive_verification` for banditk (docs/operations.md, 'banditk and vLLM's adaptive "
+        "verification')."
+    )
 
 
 def table_ks(settings: AdapterSettings, k_max: int) -> tuple[int, ...]:
@@ -212,13 +217,8 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
                 "not in speculative_config); on GPU prefer setting it explicitly.",
                 k_max,
             )
-    if vllm_compat.adaptive_verification_enabled(vllm_config):
-        logger.warning(
-            "banditk: enable_adaptive_verification is on. The governor's K bounds the drafts; drafts the runner "
-            "trims afterwards reach the scheduler as rejections in vLLM %s, so the acceptance posterior is "
-            "pessimistic at deep positions.",
-            vllm_compat.vllm_version(),
-        )
+    if vllm_compat.adaptive_verification_enabled(vllm_config):  # switched on by another route than the dict
+        raise adaptive_verification_refused(True)
     _settle_server_mode(vllm_config, resolved)
     vllm_compat.additional_config(vllm_config)[ADDITIONAL_CONFIG_KEY] = resolved.to_dict()
     qualname = SCHEDULER_QUALNAMES[resolved.per_request, bool(vllm_compat.async_scheduling(vllm_config))]
