@@ -28,6 +28,9 @@ NOISE_SHAPE = 2.0
 MIN_OBSERVED_STEP_S = 1e-6
 #: Taking a chunk's price out of a step never leaves less than this share of its decode time.
 PREFILL_FLOOR = 0.3
+#: Queued steps credited at once when nothing reads the posterior for this long (a replay
+#: that only observes): memory stays bounded, and crediting early changes nothing.
+MAX_QUEUED = 256
 
 
 class GoodputPosterior:
@@ -128,6 +131,8 @@ class GoodputPosterior:
     def queue(self, k: int, bucket: int, batch: int, t: float, prefill: int, drafted, accepted, refresh: bool) -> None:
         """Hold one verified step for :meth:`settle` (``refresh``: refit the latency model after it)."""
         self.queued.append((k, bucket, batch, t, prefill, drafted, accepted, refresh))
+        if len(self.queued) >= MAX_QUEUED:
+            self.settle()
 
     def settle(self) -> None:
         """Credit the queued steps in the order they came: the same arithmetic, so the same

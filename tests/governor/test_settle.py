@@ -116,3 +116,20 @@ def test_the_credited_posterior_is_the_array_form_of_its_statistics():
         assert np.array_equal(post.acc_b, 1.0 + p.acc_failures + fail_ref)
         for cached, array_form in zip((post.post_m, post.post_k, post.post_a, post.post_b), post.latency_params()):
             assert np.array_equal(cached, array_form)
+
+
+def test_observing_without_reading_keeps_the_queue_bounded():
+    from banditk.governor.posterior import MAX_QUEUED
+
+    gov = BanditGovernor(GovernorConfig("mtp", 4, seed=0))
+    d = gov.select(StepContext(8, 4, "mtp"))
+    twin = BanditGovernor(GovernorConfig("mtp", 4, seed=0))
+    twin.select(StepContext(8, 4, "mtp"))
+    rng = np.random.default_rng(1)
+    for _ in range(3 * MAX_QUEUED + 5):  # a replay: outcomes only, no decision reads the posterior
+        outcome = _outcome(d.k, rng.random((8, 4)), 0, 1.0, float(rng.standard_normal()))
+        gov.observe(d, outcome)
+        twin.observe(d, outcome)
+        twin.posterior.settle()
+        assert len(gov._posterior.queued) < MAX_QUEUED
+    assert gov.get_state() == twin.get_state()
