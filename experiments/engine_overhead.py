@@ -123,16 +123,17 @@ def measure(batches=(1, 8, 64), rounds: int = 6, max_tokens: int = 48, profile_b
                         plain_ks.append(int(np.argmax(np.array(rt.policy.k_counts) - k_before)))
                         sch.dynamic_sd_lookup = [plain_ks[-1]] * len(table)
                     wrapped = _instrument(sch, rt, publisher, clocks[mode], governed)
-                    if prof is not None and governed:
-                        prof.enable()
                     llm.generate([f"def f_{b}_{r}_{i}(x):" for i in range(b)], sp, use_tqdm=False)
-                    if prof is not None and governed:
-                        prof.disable()
                     clocks[mode].new_step()
                     for obj, name in wrapped:
                         delattr(obj, name)
                     sch.dynamic_sd_lookup = table
             sch.__class__ = governed_cls
+            if prof is not None:  # rounds of their own: cProfile's hooks would inflate the timings above
+                prof.enable()
+                for r in range(rounds):
+                    llm.generate([f"def p_{b}_{r}_{i}(x):" for i in range(b)], sp, use_tqdm=False)
+                prof.disable()
             plain, gov = clocks["plain"], clocks["governed"]
             vllm_plain = float(np.median(plain.outer))
             vllm_governed = float(np.median(np.subtract(gov.outer, gov.banditk)))
