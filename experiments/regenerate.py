@@ -10,7 +10,7 @@ Each step runs one experiment script as a subprocess, one at a time, in dependen
 priors report, whose CPU prior reads its profile). A failing step is reported and the run goes
 on; the exit code is 1 if any step failed. Every step's output is also logged to
 .cache/regenerate/<mode>/<step>.log. Last, experiments/readme_results.py rewrites README.md's
-results block from the reports (--no-readme leaves it).
+results block and docs/results.md from the reports (--no-readme leaves them).
 
 After a step, a report that records no provenance gets the tree's, taken before the step ran.
 A step's reports are also stamped with the hash of the banditk/ modules its script can import
@@ -317,7 +317,7 @@ def prior_steps(refit: bool) -> list[Step]:
 
 
 def readme_step() -> Step:
-    """The README's results block from the reports; quick mode prints it from the scratch reports."""
+    """The README's results block and docs/results.md; quick mode prints both from the scratch reports."""
     return Step(
         "readme", "experiments/readme_results.py", (), ("--results", "{q}", "--print"), "README.md", minutes=0.01
     )
@@ -551,7 +551,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", metavar="NAME[,NAME]", help="run these steps only (patterns, e.g. 'sweep-*'); see --list")
     p.add_argument("--skip-live", action="store_true", help="leave out the steps that start vLLM (marked vllm)")
     p.add_argument("--refit-priors", action="store_true", help="full mode: refit the shipped priors in priors/ too")
-    p.add_argument("--no-readme", action="store_true", help="do not rewrite README.md's results block afterwards")
+    p.add_argument(
+        "--no-readme",
+        action="store_true",
+        help="do not rewrite README.md's results block and docs/results.md afterwards",
+    )
     p.add_argument("--list", action="store_true", help="list the steps (commands, outputs, minutes) and exit")
     p.add_argument("--dry-run", action="store_true", help="print the commands the run would execute and exit")
     p.add_argument(

