@@ -10,7 +10,8 @@ Each step runs one experiment script as a subprocess, one at a time, in dependen
 priors report, whose CPU prior reads its profile). A failing step is reported and the run goes
 on; the exit code is 1 if any step failed. Every step's output is also logged to
 .cache/regenerate/<mode>/<step>.log. Last, experiments/readme_results.py rewrites README.md's
-results block and docs/results.md from the reports (--no-readme leaves them).
+results block and docs/results.md, and experiments/docs_quotes.py the numbers docs/ quotes, from the
+reports (--no-readme leaves them).
 
 After a step, a report that records no provenance gets the tree's, taken before the step ran.
 A step's reports are also stamped with the hash of the banditk/ modules its script can import
@@ -323,9 +324,27 @@ def readme_step() -> Step:
     )
 
 
+def docs_step() -> Step:
+    """The numbers docs/ quotes from the reports (experiments/docs_quotes.py); not in quick mode,
+    which leaves results/ as committed."""
+    return Step("docs", "experiments/docs_quotes.py", (), None, "docs", minutes=0.01)
+
+
+#: The steps that rewrite pages from whatever reports a run remade; --no-readme leaves them out.
+PAGE_STEPS = ("readme", "docs")
+
+
 def plan(refit_priors: bool = False) -> list[Step]:
     """Every step in the order it runs: producers before the steps that read their output."""
-    return [*live_steps(), live_noise_step(), *prior_steps(refit_priors), *sim_steps(), overhead_step(), readme_step()]
+    return [
+        *live_steps(),
+        live_noise_step(),
+        *prior_steps(refit_priors),
+        *sim_steps(),
+        overhead_step(),
+        readme_step(),
+        docs_step(),
+    ]
 
 
 def step_for(report: str) -> str | None:
@@ -347,12 +366,12 @@ def select(steps: list[Step], only: str | None, skip_live: bool, no_readme: bool
             names = ", ".join(s.name for s in steps)
             raise ValueError(f"--only {','.join(unknown)}: no such step; the steps are: {names}")
         keep = [s for s in steps if any(fnmatch.fnmatch(s.name, p) for p in patterns)]
-        # The README block follows whatever reports a run remade.
-        steps = keep + [s for s in steps if s.name == "readme" and s not in keep]
+        # The README block and the docs' quotes follow whatever reports a run remade.
+        steps = keep + [s for s in steps if s.name in PAGE_STEPS and s not in keep]
     if skip_live:
         steps = [s for s in steps if "vllm" not in s.needs]
     if no_readme:
-        steps = [s for s in steps if s.name != "readme"]
+        steps = [s for s in steps if s.name not in PAGE_STEPS]
     return steps
 
 
@@ -522,7 +541,7 @@ def run_steps(steps: list[Step], quick: bool, quick_root: Path) -> list[tuple[St
             return done
         secs = time.monotonic() - t0
         status = "ok" if rc == 0 else f"FAILED: exit {rc}, log {log.relative_to(ROOT)}"
-        if rc == 0 and not quick:
+        if rc == 0 and not quick and s.name not in PAGE_STEPS:  # pages are not reports
             stamped = stamp_reports(s, made_by)
             status += f", {len(stamped)} report(s) stamped with what made them" if stamped else ""
         print(f"{head} {s.name}: {status} in {secs / 60:.1f} min", flush=True)
@@ -554,7 +573,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--no-readme",
         action="store_true",
-        help="do not rewrite README.md's results block and docs/results.md afterwards",
+        help="do not rewrite README.md's results block, docs/results.md and the docs' quotes afterwards",
     )
     p.add_argument("--list", action="store_true", help="list the steps (commands, outputs, minutes) and exit")
     p.add_argument("--dry-run", action="store_true", help="print the commands the run would execute and exit")

@@ -437,7 +437,7 @@ def test_quick_mode_never_writes_results():
 def test_select():
     steps = regen.plan()
     picked = regen.select(steps, "sweep-49548,live", skip_live=False, no_readme=False)
-    assert [s.name for s in picked] == ["live", "sweep-49548", "readme"]
+    assert [s.name for s in picked] == ["live", "sweep-49548", "readme", "docs"]
     picked = regen.select(steps, "sweep-*", skip_live=True, no_readme=True)
     assert picked and all(s.name.startswith("sweep-") for s in picked)
     assert not any("vllm" in s.needs for s in regen.select(steps, None, skip_live=True, no_readme=False))
