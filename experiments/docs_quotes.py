@@ -9,8 +9,9 @@ A number taken from a report is written in the Markdown as a quote:
 
 The marker names the report (relative to the repository root), where the value lies in it, and
 its Python format spec; the text up to ``<!-- /quote -->`` is the value as formatted. The path's
-segments, separated by ``/``, are object keys, list indices, or ``[key=value,...]``, which picks
-the one list element whose fields match (values compare as text, so ``concurrency=1`` matches 1).
+segments, separated by ``/``, are object keys (a ``/`` inside a key written ``~1``, as in a JSON
+pointer), list indices, or ``[key=value,...]``, which picks the one list element whose fields
+match (values compare as text, so ``concurrency=1`` matches 1).
 A spec ending in ``x100`` multiplies by 100 first (``.1fx100`` renders 0.0123 as ``1.2``), for a
 percentage written beside a ``%``. Rendered Markdown hides the markers, so a reader sees the
 number. A quote that names a missing report or a path the report lacks is an error naming the
@@ -58,9 +59,11 @@ def select(data, path: str, where: str = "report"):
     0.7
     >>> select({"rows": [[1, 2], [3, 4]]}, "rows/1/0")
     3
+    >>> select({"results": {"phases/c8": {"r": 1.01}}}, "results/phases~1c8/r")
+    1.01
     """
     node = data
-    for seg in path.split("/"):
+    for seg in (part.replace("~1", "/") for part in path.split("/")):
         if seg.startswith("[") and seg.endswith("]"):
             want = dict(part.split("=", 1) for part in seg[1:-1].split(",") if "=" in part)
             if not isinstance(node, list) or not want:

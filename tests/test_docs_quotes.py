@@ -81,6 +81,7 @@ def test_select_by_key_index_and_match():
     assert dq.select(REPORT, "points/[report=live,concurrency=1]/contrast_ratio") == 0.9137
     assert dq.select(REPORT, "points/-1/report") == "other"
     assert dq.select(REPORT, "regret/bandit/final/median") == 0.0123
+    assert dq.select({"results": {"phases/c8": {"r": 1.01}}}, "results/phases~1c8/r") == 1.01
 
 
 @pytest.mark.parametrize(
