@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # This tree's banditk, not whichever an editable install points at (another checkout's).
 sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
 
+import live_judge  # noqa: E402
 import source_closure  # noqa: E402
 
 from banditk.io.provenance import provenance  # noqa: E402
@@ -82,6 +83,9 @@ class Step:
             source the report depends on; its reports are stamped with that closure's hash,
             so only a change inside it makes them stale. A step that starts vLLM adds the
             plugin's entry-point modules. None: the whole of banditk/.
+        judged: modules of the scope that only judge the measurement (live_judge.JUDGE_MODULES):
+            left out of the stamp, since the report's verdicts carry their own (``judged_by``).
+        reports: False for a step that writes pages or re-judges, not reports to stamp.
     """
 
     name: str
@@ -93,6 +97,8 @@ class Step:
     minutes: float | None = None
     note: str = ""
     scope: tuple[str, ...] | None = None
+    judged: tuple[str, ...] = ()
+    reports: bool = True
 
     def argv(self, quick: bool, quick_root: Path) -> list[str] | None:
         """The command line of this step, or None when the mode leaves it out."""
@@ -256,7 +262,26 @@ def live_steps() -> list[Step]:
              note="the split pair (requests accepting 90% and 30%), bandit-per-request next to bandit, each point "
              "the median of 3 runs (issue 16)"),
     ]  # fmt: skip
-    return [dataclasses.replace(s, scope=(*dict.fromkeys((s.script, *served)),)) for s in steps]
+    return [
+        dataclasses.replace(
+            s,
+            scope=(*dict.fromkeys((s.script, *served)),),
+            judged=live_judge.JUDGE_MODULES if s.script == LIVE_SWEEP else (),
+        )
+        for s in steps
+    ]
+
+
+#: The script whose reports experiments/live_judge.py judges.
+LIVE_SWEEP = "experiments/live_sweep.py"
+
+
+def live_judge_step() -> Step:
+    """Every live sweep report's verdicts made again from its points by this tree's checks: seconds,
+    where a new sweep takes hours (experiments/live_judge.py)."""
+    judged = tuple(s.writes for s in live_steps() if s.script == LIVE_SWEEP)
+    return Step("live-judge", "experiments/live_judge.py", judged, None, "", minutes=0.05, reports=False,
+                note="after a change to banditk/evaluation.py; the measurements stay as made")  # fmt: skip
 
 
 def overhead_step() -> Step:
@@ -320,14 +345,20 @@ def prior_steps(refit: bool) -> list[Step]:
 def readme_step() -> Step:
     """The README's results block and docs/results.md; quick mode prints both from the scratch reports."""
     return Step(
-        "readme", "experiments/readme_results.py", (), ("--results", "{q}", "--print"), "README.md", minutes=0.01
+        "readme",
+        "experiments/readme_results.py",
+        (),
+        ("--results", "{q}", "--print"),
+        "README.md",
+        minutes=0.01,
+        reports=False,
     )
 
 
 def docs_step() -> Step:
     """The numbers docs/ quotes from the reports (experiments/docs_quotes.py); not in quick mode,
     which leaves results/ as committed."""
-    return Step("docs", "experiments/docs_quotes.py", (), None, "docs", minutes=0.01)
+    return Step("docs", "experiments/docs_quotes.py", (), None, "docs", minutes=0.01, reports=False)
 
 
 #: The steps that rewrite pages from whatever reports a run remade; --no-readme leaves them out.
@@ -342,6 +373,7 @@ def plan(refit_priors: bool = False) -> list[Step]:
         *prior_steps(refit_priors),
         *sim_steps(),
         overhead_step(),
+        live_judge_step(),
         readme_step(),
         docs_step(),
     ]
@@ -349,7 +381,7 @@ def plan(refit_priors: bool = False) -> list[Step]:
 
 def step_for(report: str) -> str | None:
     """The step whose full-mode output holds ``report`` (relative to the root); the closest output wins."""
-    owners = [s for s in plan() if report == s.writes or report.startswith(s.writes + "/")]
+    owners = [s for s in plan() if s.reports and (report == s.writes or report.startswith(s.writes + "/"))]
     return max(owners, key=lambda s: len(s.writes)).name if owners else None
 
 
@@ -479,14 +511,15 @@ def stamp_reports(step: Step, made_by: dict | None = None) -> list[Path]:
             made["started_on_dirty"], made["commit"], made["dirty"] = made.get("commit"), now["commit"], False
             changed = True
         ours = same_sources and made.get("dirty") is False
-        if not ours and step.scope is not None and _clean_unstamped_of(made, now["commit"]):
+        if not ours and step.scope is not None and _clean_stamp_due(made, now["commit"], step.judged):
             # Made by a clean earlier commit (the tree moved on outside the step's closure while
-            # it ran): stamp the closure of that commit, which the staleness check compares.
-            at = source_closure.stamp_at(made["commit"], step.scope, made.get("sources_sha256"))
+            # it ran), or stamped before the step left its judging modules out: stamp the
+            # closure of that commit, which the staleness check compares.
+            at = source_closure.stamp_at(made["commit"], step.scope, made.get("sources_sha256"), exclude=step.judged)
             if at is not None:
                 made["closure"], changed = at, True
         if ours and step.scope is not None:
-            stamp = stamp or source_closure.stamp_for(step.scope)
+            stamp = stamp or source_closure.stamp_for(step.scope, exclude=step.judged)
             changed |= made.get("closure") != stamp
             made["closure"] = stamp
         if changed:
@@ -495,14 +528,17 @@ def stamp_reports(step: Step, made_by: dict | None = None) -> list[Path]:
     return out
 
 
-def _clean_unstamped_of(made: object, commit_now: str) -> bool:
-    """A report's provenance from a clean tree of another known commit, with no closure stamp."""
-    return (
+def _clean_stamp_due(made: object, commit_now: str, judged: tuple[str, ...] = ()) -> bool:
+    """A report's provenance from a clean tree of another known commit whose closure stamp is
+    missing, or does not leave out the step's judging modules (``judged``)."""
+    if not (
         isinstance(made, dict)
         and made.get("dirty") is False
-        and "closure" not in made
         and made.get("commit") not in (None, "unknown", commit_now)
-    )
+    ):
+        return False
+    stamp = made.get("closure")
+    return not isinstance(stamp, dict) or stamp.get("excluded", []) != list(judged)
 
 
 def json_indent(text: str) -> int | None:
@@ -541,7 +577,7 @@ def run_steps(steps: list[Step], quick: bool, quick_root: Path) -> list[tuple[St
             return done
         secs = time.monotonic() - t0
         status = "ok" if rc == 0 else f"FAILED: exit {rc}, log {log.relative_to(ROOT)}"
-        if rc == 0 and not quick and s.name not in PAGE_STEPS:  # pages are not reports
+        if rc == 0 and not quick and s.reports:
             stamped = stamp_reports(s, made_by)
             status += f", {len(stamped)} report(s) stamped with what made them" if stamped else ""
         print(f"{head} {s.name}: {status} in {secs / 60:.1f} min", flush=True)

@@ -95,21 +95,38 @@ def stale_reason(provenance, current: str, closure_now: dict | None = None) -> s
     return None
 
 
+def judge_reason(judged_by, judge_now: dict) -> str | None:
+    """Why a live report's verdicts are not this tree's judgement, or None when they are."""
+    if not isinstance(judged_by, dict):
+        return "its verdicts record no `judged_by` (judged before experiments/live_judge.py)"
+    if judged_by.get("dirty") is not False:
+        return f"judged from a tree with uncommitted changes (judged_by.dirty is {judged_by.get('dirty')})"
+    if (judged_by.get("closure") or {}).get("sha256") != judge_now["sha256"]:
+        return "judged by other checks than this tree's (experiments/live_judge.py's closure moved)"
+    return None
+
+
 def test_quoted_reports_were_made_by_this_tree():
     current = sources_sha256()
     reports = rr.quoted_reports()
     assert reports, "README.md's results block quotes no report: results/live and results/sweep-* are missing"
     stale, steps = [], []
     steps_by_name = {s.name: s for s in regen.plan()}
+    judge_now = regen.source_closure.stamp_for(regen.live_judge.JUDGE_ENTRIES)
     for path in reports:
         rel = path.relative_to(ROOT).as_posix()
-        scope = steps_by_name[regen.step_for(rel)].scope if regen.step_for(rel) else None
-        closure_now = regen.source_closure.stamp_for(scope) if scope else None
-        why = stale_reason(rr.load_report(path).get("provenance"), current, closure_now)
+        step = steps_by_name.get(regen.step_for(rel))
+        scope, judged = (step.scope, step.judged) if step else (None, ())
+        closure_now = regen.source_closure.stamp_for(scope, exclude=judged) if scope else None
+        report = rr.load_report(path)
+        why = stale_reason(report.get("provenance"), current, closure_now)
+        fix = step.name if step else None
+        if not why and judged:
+            why = judge_reason(report.get("judged_by"), judge_now)
+            fix = "live-judge" if why else fix
         if why:
-            step = regen.step_for(rel)
-            steps.append(step)
-            stale.append(f"  {rel}: {why}; remake: python experiments/regenerate.py --only {step}")
+            steps.append(fix)
+            stale.append(f"  {rel}: {why}; remake: python experiments/regenerate.py --only {fix}")
     assert not stale, (
         "These reports, quoted in README.md's results block, were not made by this tree's banditk/ sources. "
         "Commit banditk/ first (a dirty tree is recorded), then: "
@@ -119,10 +136,11 @@ def test_quoted_reports_were_made_by_this_tree():
     )
 
 
-def closure_at(commit: str, entries: tuple[str, ...], workdir: Path) -> dict:
-    """The closure stamp of ``entries`` in the tree of ``commit`` (extracted under ``workdir``)."""
-    assert regen.source_closure.extract_commit(commit, workdir, ROOT)
-    return regen.source_closure.stamp_for(entries, workdir)
+def closure_at(commit: str, entries: tuple[str, ...], workdir: Path, exclude: tuple[str, ...] = ()) -> dict:
+    """The closure stamp of ``entries`` (less ``exclude``) in the tree of ``commit`` (extracted under ``workdir``)."""
+    if not workdir.is_dir():
+        assert regen.source_closure.extract_commit(commit, workdir, ROOT)
+    return regen.source_closure.stamp_for(entries, workdir, exclude)
 
 
 def test_each_quoted_reports_stamp_is_the_closure_of_the_commit_it_records(tmp_path):
@@ -137,7 +155,7 @@ def test_each_quoted_reports_stamp_is_the_closure_of_the_commit_it_records(tmp_p
         known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True)
         if known.returncode != 0:
             pytest.skip(f"commit {commit} is not in this clone (shallow?)")
-        again = closure_at(commit, tuple(stamp["entries"]), tmp_path / commit)
+        again = closure_at(commit, tuple(stamp["entries"]), tmp_path / commit, tuple(stamp.get("excluded", ())))
         assert again["sha256"] == stamp["sha256"], (
             f"{path.relative_to(ROOT)}: stamped with a closure that is not its commit {commit[:7]}'s: "
             "remake it with `python experiments/regenerate.py` in this tree"
