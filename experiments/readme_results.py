@@ -180,16 +180,22 @@ def provenance_of(report: dict) -> str:
 
 
 def tally(checks: list[dict]) -> str:
-    """The checks counted by status, as "N pass, N fail, N not run"."""
+    """The checks counted by status, as "N pass, N fail, N not run" ("N undecided" too where a
+    live verdict's interval could not tell, experiments/live_judge.py)."""
     n = Counter(c.get("status") for c in checks)
-    return f"{n['pass']} pass, {n['fail']} fail, {n['not_run']} not run"
+    undecided = f", {n['undecided']} undecided" if n["undecided"] else ""
+    return f"{n['pass']} pass, {n['fail']} fail{undecided}, {n['not_run']} not run"
 
 
 def verdict(checks: list[dict]) -> str:
-    """One point's checks in a cell: "pass", "fail: names", "not run: names", or "-" when there are none."""
+    """One point's checks in a cell: "pass", "fail: names", "undecided: names", "not run: names", or "-"
+    when there are none."""
     failed = [str(c.get("check")) for c in checks if c.get("status") == "fail"]
     if failed:
         return "fail: " + ", ".join(failed)
+    undecided = [str(c.get("check")) for c in checks if c.get("status") == "undecided"]
+    if undecided:
+        return "undecided: " + ", ".join(undecided)
     not_run = [str(c.get("check")) for c in checks if c.get("status") == "not_run"]
     if not_run:
         return "not run: " + ", ".join(not_run)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from test_results_current import _load, judge_reason, regen
 
 from banditk.evaluation import point_checks
@@ -25,9 +26,9 @@ def test_verdicts_are_the_protocols_real_column_per_subject_and_point():
     out = lj.verdicts(POINTS)
     at1 = {p["policy"]: p for p in POINTS if p["concurrency"] == 1}
     at4 = {p["policy"]: p for p in POINTS if p["concurrency"] == 4}
-    assert out["checks"] == point_checks(at1, "C=1", "real", "bandit") + point_checks(
-        at4, "C=4", "real", "bandit+prior"
-    )
+    judged = [c for c in out["checks"] if c["status"] != "not_run" or c["value"] is not None]
+    protocol = point_checks(at1, "C=1", "real", "bandit") + point_checks(at4, "C=4", "real", "bandit+prior")
+    assert judged == [c for c in protocol if c["status"] != "not_run"]  # no runs: no intervals
     failed = {(c["policy"], c["point"], c["check"]) for c in out["checks"] if c["status"] == "fail"}
     assert failed == {
         ("bandit", "C=1", "throughput_vs_best_fixed"),  # 140 / 150 < 0.95
@@ -36,6 +37,49 @@ def test_verdicts_are_the_protocols_real_column_per_subject_and_point():
         ("bandit+prior", "C=4", "oscillations_per_1000_stationary"),
     }
     assert out["summary"]["fail"] == 4 and out["thresholds"]["throughput_vs_best_fixed"] == 0.95
+
+
+def test_every_comparison_the_sweep_did_not_serve_is_listed_not_run_with_its_reason():
+    out = lj.verdicts(POINTS)
+    not_run = {(c["policy"], c["point"], c["check"], c["note"]) for c in out["checks"] if c["status"] == "not_run"}
+    assert ("bandit", "C=1", "throughput_vs_table", "vLLM's table is not served at this point") in not_run
+    assert ("bandit+prior", "C=4", "throughput_vs_best_fixed", "no fixed K is served at this point") in not_run
+    for peer in lj.PEERS:
+        assert ("bandit", "C=1", "throughput_vs_peer_each_point", f"{peer} is not served by the live sweep") in not_run
+        assert (
+            "bandit+prior",
+            "all",
+            "throughput_vs_peer_geomean",
+            f"{peer} is not served by the live sweep",
+        ) in not_run
+    assert not any(c[0] == "bandit+context" for c in not_run)  # not served at all: no subject
+    assert out["summary"]["not_run"] == len(not_run) == 2 * (1 + 3 + 3) + 1
+
+
+def runs(*values: float) -> list[dict]:
+    return [{"throughput_tok_s": v} for v in values]
+
+
+def test_a_ratio_gets_its_interval_paired_by_round_and_a_straddling_wide_one_is_undecided():
+    def judged(bandit: list[float], fixed: list[float]) -> dict:
+        med = {
+            "fixed:2": {"throughput_tok_s": sorted(fixed)[1], "runs": runs(*fixed)},
+            "bandit": {"throughput_tok_s": sorted(bandit)[1], "runs": runs(*bandit), "oscillations_per_1000": 0.0},
+        }
+        (check,) = [c for c in point_checks(med, "C=1", "real") if c["check"] == "throughput_vs_best_fixed"]
+        return lj.with_interval(check, med)
+
+    # Round speeds move both policies alike: the paired ratio is tight (0.94 every round): a fail.
+    tight = judged([94.0, 84.6, 103.4], [100.0, 90.0, 110.0])
+    assert tight["status"] == "fail" and tight["rounds"] == 3
+    assert tight["interval_90"] == pytest.approx([0.94, 0.94])
+    # The same medians, rounds that disagree: the interval straddles 0.95 and is wide: undecided.
+    wide = judged([94.0, 99.0, 84.6], [100.0, 90.0, 110.0])
+    lo, hi = wide["interval_90"]
+    assert wide["status"] == "undecided" and lo < 0.95 < hi and hi / lo > 1.03**2
+    # Wide but wholly above the threshold: the verdict stands.
+    above = judged([130.0, 110.0, 150.0], [100.0, 90.0, 110.0])
+    assert above["status"] == "pass" and above["interval_90"][0] > 0.95
 
 
 def test_judging_keeps_the_measurement_and_records_who_judged():

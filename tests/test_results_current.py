@@ -378,6 +378,7 @@ def test_unreadable_report_names_file(tmp_path):
         ([], "-"),
         ([{"check": "a", "status": "pass"}], "pass"),
         ([{"check": "a", "status": "not_run"}, {"check": "b", "status": "pass"}], "not run: a"),
+        ([{"check": "a", "status": "undecided"}, {"check": "b", "status": "not_run"}], "undecided: a"),
         (
             [{"check": "a", "status": "fail"}, {"check": "b", "status": "not_run"}, {"check": "c", "status": "fail"}],
             "fail: a, c",
@@ -386,6 +387,12 @@ def test_unreadable_report_names_file(tmp_path):
 )
 def test_verdict(checks, cell):
     assert rr.verdict(checks) == cell
+
+
+def test_tally_names_undecided_only_where_there_are_some():
+    checks = [{"status": "pass"}, {"status": "fail"}, {"status": "not_run"}]
+    assert rr.tally(checks) == "1 pass, 1 fail, 1 not run"
+    assert rr.tally([*checks, {"status": "undecided"}]) == "1 pass, 1 fail, 1 undecided, 1 not run"
 
 
 README = "# t\n\nintro\n\n## Two commands for a fresh machine\n\nmake demo\n\n## Using it\n\nx\n"
