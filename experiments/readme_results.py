@@ -441,6 +441,64 @@ def render_sweeps(reports: list[tuple[str, dict]], results_rel: str = "results")
     return "\n".join(lines + (rows or [empty]))
 
 
+AV = "peer:vllm-adaptive-verification"
+
+
+def av_rows(reports: list[tuple[str, dict]]) -> list[tuple[str, str, dict]]:
+    """(scenario, subject, comparison) for each sweep report that ran vLLM's adaptive verification."""
+    out = []
+    for rel, report in reports:
+        subjects = dig(report, "av_comparison", "subjects")
+        if isinstance(subjects, dict):
+            out += [(scenario_name(rel), subj, row) for subj, row in subjects.items() if isinstance(row, dict)]
+    return out
+
+
+def render_av(reports: list[tuple[str, dict]]) -> str | None:
+    """The sweeps against vLLM's adaptive verification (issue 48's targets), or None where none ran it."""
+    rows = av_rows(reports)
+    if not rows:
+        return None
+    targets = next((dig(r, "av_comparison", "targets") for _, r in reports if dig(r, "av_comparison", "targets")), {})
+    lines = [
+        "### Against vLLM's adaptive verification",
+        "",
+        f"Each GPU sweep also runs `{AV}` (K_max drafted, the verified budget trimmed by the drafter's "
+        "confidence) and `bandit+av` (banditk's K, adaptive verification trimming inside it). Each subject's "
+        f"throughput over adaptive verification's: its worst point and the geometric mean over the points; "
+        f"targets: at least {fmt(number(targets.get('each_point')), '.2f', 'x')} at every point and "
+        f"{fmt(number(targets.get('geomean')), '.2f', 'x')} as the mean.",
+        "",
+        "| scenario | policy | worst / adaptive verification (point) | geometric mean | targets |",
+        "|---|---|---:|---:|---|",
+    ]
+    for name, subj, row in rows:
+        met = [row.get("meets_each_point"), row.get("meets_geomean")]
+        verdict_ = "both" if all(met) else "each point" if met[0] else "mean" if met[1] else "neither"
+        lines.append(
+            f"| {name} | {subj} | {fmt(number(row.get('worst')), '.3f', 'x')} ({row.get('worst_at', '-')}) "
+            f"| {fmt(number(row.get('geomean')), '.3f', 'x')} | {verdict_} |"
+        )
+    return "\n".join(lines)
+
+
+def summarize_av(reports: list[tuple[str, dict]]) -> str | None:
+    """One line: each subject's geometric mean over adaptive verification, across the GPU sweeps."""
+    rows = av_rows(reports)
+    if not rows:
+        return None
+    parts = []
+    for subj in dict.fromkeys(subj for _, subj, _ in rows):
+        mine = [row for _, s, row in rows if s == subj]
+        g = [number(row.get("geomean")) for row in mine]
+        both = sum(1 for row in mine if row.get("meets_each_point") and row.get("meets_geomean"))
+        parts.append(f"`{subj}` {span(g, '.3f', 'x')} (both targets in {both} of {len(mine)})")
+    return (
+        f"- **Against vLLM's adaptive verification** ({len({n for n, _, _ in rows})} GPU sweeps, the simulator): "
+        "geometric mean over each sweep's points, " + "; ".join(parts) + "."
+    )
+
+
 def scenario_name(rel: str) -> str:
     """``results/sweep-49548/report.json`` -> ``49548``."""
     folder = Path(rel).parent.name
@@ -587,7 +645,8 @@ def render_tables(
     report makes of it, the sweeps, and the context-length and cost sections when they have reports."""
     missing = f"### Real vLLM\n\nNo live report at `{results_rel}/{LIVE_REPORT}`."
     live_text = render_live(live[1], live[0], noise) if live else missing
-    sections = [live_text, render_sweeps(sweeps, results_rel), *([context] if context else [])]
+    av = render_av(sweeps)
+    sections = [live_text, render_sweeps(sweeps, results_rel), *([av] if av else []), *([context] if context else [])]
     sections += [overhead] if overhead else []
     return "\n\n".join(sections)
 
@@ -751,7 +810,7 @@ def render(results: Path = RESULTS) -> str:
         if r.live
         else f"- **Real vLLM on CPU**: no live report at `{rel_path(results)}/{LIVE_REPORT}`."
     )
-    lines = [live, summarize_sweeps(r.sweeps, rel_path(results)), summarize_context(results)]
+    lines = [live, summarize_sweeps(r.sweeps, rel_path(results)), summarize_av(r.sweeps), summarize_context(results)]
     lines += [summarize_overhead(r.overhead[1], r.overhead[0])] if r.overhead else []
     body = "\n".join(x for x in lines if x)
     tables = "The tables, per point and per scenario with each one's checks: docs/results.md."

@@ -556,3 +556,34 @@ def test_context_section_exact(tmp_path):
         "context-mix/report.json",
         "live-context-long/report.json",
     ]
+
+
+# ---- against vLLM's adaptive verification --------------------------------------------------------
+
+
+def test_av_section_and_summary_from_the_sweeps_that_ran_it():
+    av = {
+        "targets": {"each_point": 0.97, "geomean": 1.03},
+        "subjects": {
+            "bandit": {"worst": 0.95, "worst_at": "c64", "geomean": 1.01, "meets_each_point": False,
+                       "meets_geomean": False},
+            "bandit+av": {"worst": 0.99, "worst_at": "c8", "geomean": 1.05, "meets_each_point": True,
+                          "meets_geomean": True},
+        },
+    }  # fmt: skip
+    reports = [
+        ("results/sweep-a/report.json", {**SWEEP_A, "av_comparison": av}),
+        ("results/sweep-b/report.json", SWEEP_B),
+    ]
+    text = rr.render_av(reports)
+    assert "at least 0.97x at every point and 1.03x as the mean" in text
+    assert text.splitlines()[-2:] == [
+        "| a | bandit | 0.950x (c64) | 1.010x | neither |",
+        "| a | bandit+av | 0.990x (c8) | 1.050x | both |",
+    ]
+    assert rr.summarize_av(reports) == (
+        "- **Against vLLM's adaptive verification** (1 GPU sweeps, the simulator): geometric mean over each "
+        "sweep's points, `bandit` 1.010x (both targets in 0 of 1); `bandit+av` 1.050x (both targets in 1 of 1)."
+    )
+    assert rr.render_av([("results/sweep-b/report.json", SWEEP_B)]) is None
+    assert rr.summarize_av([]) is None
