@@ -469,14 +469,17 @@ def render_av(reports: list[tuple[str, dict]]) -> str | None:
         f"targets: at least {fmt(number(targets.get('each_point')), '.2f', 'x')} at every point and "
         f"{fmt(number(targets.get('geomean')), '.2f', 'x')} as the mean.",
         "",
-        "| scenario | policy | worst / adaptive verification (point) | geometric mean | targets |",
+        "| scenario | policy | worst / adaptive verification (point; the ratio seed by seed) | geometric mean | targets |",
         "|---|---|---:|---:|---|",
     ]
     for name, subj, row in rows:
         met = [row.get("meets_each_point"), row.get("meets_geomean")]
         verdict_ = "both" if all(met) else "each point" if met[0] else "mean" if met[1] else "neither"
+        at = row.get("worst_at", "-")
+        seeds = dig(row, "vs_av_by_seed", at) if isinstance(at, str) else None
+        where = at + (f"; seeds {seeds[0]:.3f}-{seeds[1]:.3f}" if isinstance(seeds, list) and len(seeds) == 2 else "")
         lines.append(
-            f"| {name} | {subj} | {fmt(number(row.get('worst')), '.3f', 'x')} ({row.get('worst_at', '-')}) "
+            f"| {name} | {subj} | {fmt(number(row.get('worst')), '.3f', 'x')} ({where}) "
             f"| {fmt(number(row.get('geomean')), '.3f', 'x')} | {verdict_} |"
         )
     return "\n".join(lines)

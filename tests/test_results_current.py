@@ -566,7 +566,7 @@ def test_av_section_and_summary_from_the_sweeps_that_ran_it():
         "targets": {"each_point": 0.97, "geomean": 1.03},
         "subjects": {
             "bandit": {"worst": 0.95, "worst_at": "c64", "geomean": 1.01, "meets_each_point": False,
-                       "meets_geomean": False},
+                       "meets_geomean": False, "vs_av_by_seed": {"c64": [0.925, 0.975]}},
             "bandit+av": {"worst": 0.99, "worst_at": "c8", "geomean": 1.05, "meets_each_point": True,
                           "meets_geomean": True},
         },
@@ -578,7 +578,7 @@ def test_av_section_and_summary_from_the_sweeps_that_ran_it():
     text = rr.render_av(reports)
     assert "at least 0.97x at every point and 1.03x as the mean" in text
     assert text.splitlines()[-2:] == [
-        "| a | bandit | 0.950x (c64) | 1.010x | neither |",
+        "| a | bandit | 0.950x (c64; seeds 0.925-0.975) | 1.010x | neither |",
         "| a | bandit+av | 0.990x (c8) | 1.050x | both |",
     ]
     assert rr.summarize_av(reports) == (

@@ -279,7 +279,7 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
         for label, _, _ in points:
             check_list += checks.point_checks(med[label], label, subj)
         check_list += checks.geomean_checks({k: v for k, v in med.items() if k != SHAPE_49548}, subj)
-    versus_av = _av_comparison({k: v for k, v in med.items() if k != SHAPE_49548}, subjects)
+    versus_av = _av_comparison({k: v for k, v in per_point.items() if k != SHAPE_49548}, subjects)
     # Regret.
     regret: dict[str, dict] = {}
     for kind, _, spec, seed, summ, extra in results:
@@ -415,24 +415,29 @@ def _mode_comparison(med: dict[str, dict[str, dict]], twins: list[str], server_m
 AV_TARGETS = {"each_point": 0.97, "geomean": 1.03}
 
 
-def _av_comparison(med: dict[str, dict[str, dict]], subjects: list[str]) -> dict:
-    """Each subject over vLLM's adaptive verification per point, their geometric mean, and issue
-    48's targets; empty where adaptive verification did not run. Informational: the protocol's own
-    peer checks (``throughput_vs_peer_*``) hold at their thresholds."""
-    if not any(AV_SPEC in pp for pp in med.values()):
+def _av_comparison(per_point: dict[str, dict[str, dict]], subjects: list[str]) -> dict:
+    """Each subject over vLLM's adaptive verification per point (medians over seeds, and the
+    spread of the ratio seed by seed: common random numbers pair them), the geometric mean, and
+    issue 48's targets; empty where adaptive verification did not run. Informational: the
+    protocol's own peer checks (``throughput_vs_peer_*``) hold at their thresholds."""
+    if not any(AV_SPEC in pp for pp in per_point.values()):
         return {}
     out: dict = {"peer": AV_SPEC, "targets": AV_TARGETS, "subjects": {}}
     for subj in subjects:
-        ratios = {}
-        for lab, pp in med.items():
+        ratios, spread = {}, {}
+        for lab, pp in per_point.items():
             mine, theirs = (pp.get(subj) or {}).get("throughput_tok_s"), (pp.get(AV_SPEC) or {}).get("throughput_tok_s")
-            if mine is not None and theirs:
-                ratios[lab] = mine / theirs
+            if not mine or not theirs or mine.get("median") is None or not theirs.get("median"):
+                continue
+            ratios[lab] = mine["median"] / theirs["median"]
+            seeds = [a / b for a, b in zip(mine["values"], theirs["values"], strict=False) if a is not None and b]
+            spread[lab] = [min(seeds), max(seeds)] if seeds else None
         if not ratios:
             continue
         g, low = geomean(list(ratios.values())), min(ratios.values())
         out["subjects"][subj] = {
             "vs_av": ratios,
+            "vs_av_by_seed": spread,
             "geomean": g,
             "worst": low,
             "worst_at": min(ratios, key=ratios.get),

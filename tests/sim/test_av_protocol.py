@@ -61,20 +61,26 @@ def test_bandit_av_cuts_drafts_in_the_loop_where_verification_costs(base_dict):
     assert math.isclose(run_policy(s, "bandit", steps=200, warmup=50).summary["verified_share"], 1.0)
 
 
-def test_the_av_comparison_gives_each_subjects_ratio_geomean_and_targets():
-    med = {
-        "c1": {SPEC: {"throughput_tok_s": 100.0}, "bandit": {"throughput_tok_s": 110.0},
-               GOVERNED_SPEC: {"throughput_tok_s": 99.0}},
-        "c64": {SPEC: {"throughput_tok_s": 400.0}, "bandit": {"throughput_tok_s": 380.0},
-                GOVERNED_SPEC: {"throughput_tok_s": 440.0}},
+def stats(*values: float) -> dict:
+    """A protocol point's metric: median over seeds and the values by seed."""
+    return {"throughput_tok_s": {"median": float(np.median(values)), "values": list(values)}}
+
+
+def test_the_av_comparison_gives_each_subjects_ratio_spread_geomean_and_targets():
+    per_point = {
+        "c1": {SPEC: stats(100.0, 90.0, 110.0), "bandit": stats(110.0, 99.0, 121.0), GOVERNED_SPEC: stats(99.0, 90.0, 100.0)},
+        "c64": {SPEC: stats(400.0, 400.0, 400.0), "bandit": stats(380.0, 370.0, 390.0),
+                GOVERNED_SPEC: stats(440.0, 440.0, 440.0)},
     }  # fmt: skip
-    out = _av_comparison(med, ["bandit", GOVERNED_SPEC, "bandit+prior"])
+    out = _av_comparison(per_point, ["bandit", GOVERNED_SPEC, "bandit+prior"])
     assert out["peer"] == SPEC and out["targets"] == AV_TARGETS
     bandit, both = out["subjects"]["bandit"], out["subjects"][GOVERNED_SPEC]
     assert bandit["vs_av"] == pytest.approx({"c1": 1.1, "c64": 0.95})
+    assert bandit["vs_av_by_seed"]["c1"] == pytest.approx([1.1, 1.1])  # paired seed by seed
+    assert bandit["vs_av_by_seed"]["c64"] == pytest.approx([0.925, 0.975])
     assert bandit["geomean"] == pytest.approx(math.sqrt(1.1 * 0.95))
     assert (bandit["worst_at"], bandit["meets_each_point"], bandit["meets_geomean"]) == ("c64", False, False)
     assert both["worst"] == pytest.approx(0.99) and both["meets_each_point"]
     assert both["meets_geomean"] == (math.sqrt(0.99 * 1.1) >= 1.03)
     assert "bandit+prior" not in out["subjects"]  # not run: no row, not a zero
-    assert _av_comparison({"c1": {"bandit": {"throughput_tok_s": 1.0}}}, ["bandit"]) == {}
+    assert _av_comparison({"c1": {"bandit": stats(1.0)}}, ["bandit"]) == {}
