@@ -490,6 +490,8 @@ def stamp_reports(step: Step, made_by: dict | None = None) -> list[Path]:
     """
     from banditk.io.atomic import atomic_write_text
 
+    if not step.reports:  # a page or a judgement: nothing under it is a report
+        return []
     now = provenance()
     made_by = made_by if made_by == now else None
     stamp, out = None, []
@@ -647,7 +649,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.stamp:
         for s in steps:
-            for path in stamp_reports(s):
+            for path in stamp_reports(s) if s.reports else []:
                 print(f"{s.name}: stamped {path.relative_to(ROOT)}")
         return 0
     t0 = time.monotonic()
