@@ -16,6 +16,14 @@ A spec ending in ``x100`` multiplies by 100 first (``.1fx100`` renders 0.0123 as
 percentage written beside a ``%``. Rendered Markdown hides the markers, so a reader sees the
 number. A quote that names a missing report or a path the report lacks is an error naming the
 file, the line and the path.
+
+A default or a constant of the code is quoted the same way, naming the module and the attribute
+path instead of a report (``code`` in place of ``quote``):
+
+    explored for <!-- code banditk.core.config GovernorConfig.explore_steps d -->32<!-- /code --> steps
+
+A dataclass field's default reads from the class (its field default, or its default factory's
+value); anything else is the attribute's value.
 """
 
 from __future__ import annotations
@@ -32,7 +40,9 @@ from banditk.io.atomic import atomic_write_text
 ROOT = Path(__file__).resolve().parents[1]
 #: The pages whose quotes this keeps; docs/results.md is generated whole by readme_results.py.
 PAGES = ("docs/*.md", "priors/README.md")
-QUOTE = re.compile(r"<!-- quote (?P<report>\S+) (?P<path>\S+) (?P<spec>\S+) -->(?P<text>.*?)<!-- /quote -->")
+QUOTE = re.compile(
+    r"<!-- (?P<kind>quote|code) (?P<report>\S+) (?P<path>\S+) (?P<spec>\S+) -->(?P<text>.*?)<!-- /(?P=kind) -->"
+)
 
 
 class QuoteError(ValueError):
@@ -43,13 +53,51 @@ class QuoteError(ValueError):
 class Quote:
     page: str
     line: int
-    report: str
+    kind: str  # "quote": a report's value; "code": a module's constant or default
+    report: str  # the report, or the module
     path: str
     spec: str
     text: str
 
     def where(self) -> str:
-        return f"{self.page}:{self.line}: quote of {self.report} {self.path}"
+        return f"{self.page}:{self.line}: {self.kind} of {self.report} {self.path}"
+
+
+def code_value(module: str, path: str, where: str = "code"):
+    """A module attribute by dotted path; a dataclass field's default where the class lacks it as
+    an attribute (a default factory's value).
+
+    >>> code_value("banditk.evaluation", "THRESHOLDS.real.throughput_vs_nospec")
+    0.97
+    """
+    import dataclasses
+    import importlib
+
+    try:
+        node = importlib.import_module(module)
+    except ImportError as e:
+        raise QuoteError(f"{where}: module `{module}` cannot be imported ({e})") from None
+    for name in path.split("."):
+        fields = (
+            {f.name: f for f in dataclasses.fields(node)}
+            if isinstance(node, type) and dataclasses.is_dataclass(node)
+            else {}
+        )
+        if name in fields:  # a class's field: its default (a slotted class has no attribute for it)
+            f = fields[name]
+            if f.default is not dataclasses.MISSING:
+                node = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                node = f.default_factory()
+            else:
+                raise QuoteError(f"{where}: field `{name}` of {node.__name__} has no default")
+        elif isinstance(node, dict) and name in node:
+            node = node[name]
+        elif hasattr(node, name):
+            node = getattr(node, name)
+        else:
+            raise QuoteError(f"{where}: no attribute `{name}`")
+    return node
 
 
 def select(data, path: str, where: str = "report"):
@@ -109,7 +157,7 @@ def quotes_in(text: str, page: str) -> list[Quote]:
     out = []
     for m in QUOTE.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
-        out.append(Quote(page, line, m["report"], m["path"], m["spec"], m["text"]))
+        out.append(Quote(page, line, m["kind"], m["report"], m["path"], m["spec"], m["text"]))
     return out
 
 
@@ -126,6 +174,8 @@ def rendered(text: str, page: str, root: Path = ROOT, cache: dict | None = None)
     cache = {} if cache is None else cache
 
     def value(q: Quote) -> str:
+        if q.kind == "code":
+            return render(code_value(q.report, q.path, q.where()), q.spec, q.where())
         if q.report not in cache:
             path = root / q.report
             try:
@@ -140,7 +190,8 @@ def rendered(text: str, page: str, root: Path = ROOT, cache: dict | None = None)
 
     def sub(m: re.Match) -> str:
         q = next(quotes)
-        return m.group(0).replace(f"-->{q.text}<!-- /quote -->", f"-->{value(q)}<!-- /quote -->")
+        end = f"<!-- /{q.kind} -->"
+        return m.group(0).replace(f"-->{q.text}{end}", f"-->{value(q)}{end}")
 
     return QUOTE.sub(sub, text)
 

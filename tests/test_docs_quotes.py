@@ -127,3 +127,26 @@ def test_rewrite_then_check_on_a_tree(tmp_path, capsys):
     page.write_text(page.read_text().replace("results/r/", "results/gone/"))
     assert dq.main(args) == 1
     assert "docs/a.md:1: quote of results/gone/report.json" in capsys.readouterr().err
+
+
+def test_a_code_quote_reads_a_constant_or_a_dataclass_default():
+    from banditk.core.config import GovernorConfig
+
+    assert dq.code_value("banditk.core.config", "GovernorConfig.explore_steps") == GovernorConfig().explore_steps
+    assert dq.code_value("banditk.evaluation", "THRESHOLDS.real.throughput_vs_nospec") == 0.97
+    with pytest.raises(dq.QuoteError, match="no attribute `nope`"):
+        dq.code_value("banditk.core.config", "GovernorConfig.nope")
+    with pytest.raises(dq.QuoteError, match="module `banditk.nope` cannot be imported"):
+        dq.code_value("banditk.nope", "X")
+
+
+def test_code_quotes_are_rewritten_from_the_code(tmp_path):
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "m.md"
+    q = "<!-- code banditk.core.config GovernorConfig.explore_steps d -->"
+    page.write_text(f"first looks of {q}7<!-- /code --> steps\n")
+    assert dq.main(["--root", str(tmp_path), "--check"]) == 1
+    assert dq.main(["--root", str(tmp_path)]) == 0
+    from banditk.core.config import GovernorConfig
+
+    assert f"-->{GovernorConfig().explore_steps}<!-- /code --> steps" in page.read_text()
