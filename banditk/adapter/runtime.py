@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from banditk.adapter import event_timing, vllm_compat, worker_timing
+from banditk.adapter import admitted_drafts, event_timing, vllm_compat, worker_timing
 from banditk.adapter.breaker import SlowCallBreaker
 from banditk.adapter.draft_times import DraftTimes
 from banditk.adapter.graph_mode import server_mode_of
@@ -103,8 +103,12 @@ class GovernorRuntime:
         self._padding: frozenset = frozenset()
         self._verified: list[tuple[str, int, int]] = []
         self._timing_said, self._untimed_outputs = False, 0
+        self._admitted_said = False
         self.draft_times = DraftTimes()
         self.timed_credits = TimedCredits()
+        # Under vLLM's adaptive verification: each step's verifications until the worker says
+        # what was admitted (None: every scheduled draft was verified).
+        self.held: admitted_drafts.HeldVerifications | None = None
         self._t_state = time.monotonic()
         self._closed = False
         self.server_mode = ""  # "MRv2 FULL", "V1 PIECEWISE", ...: set from vLLM's config
@@ -129,6 +133,8 @@ class GovernorRuntime:
             pass
         rt = cls(settings, policy, dynamic_k=vllm_compat.dynamic_k_enabled(vllm_config), provenance=prov)
         rt.server_mode = server_mode_of(vllm_config).label
+        if vllm_compat.adaptive_verification_enabled(vllm_config):
+            rt.held = admitted_drafts.HeldVerifications()
         ref = weakref.ref(rt)
         vllm_compat.on_engine_core_shutdown(lambda: (r := ref()) is not None and r.close())
         logger.info(
@@ -276,9 +282,10 @@ class GovernorRuntime:
     def _on_output(self, scheduler: Any, scheduler_output: Any, model_runner_output: Any) -> None:
         t_end = self.clock()
         verified = self._verified
-        if verified:
-            self.telemetry.observe_requests(verified)
         step = event_timing.stamped_step(scheduler_output)
+        learned = verified if self.held is None else self._admitted(step, verified, model_runner_output)
+        if learned:
+            self.telemetry.observe_requests(learned)
         if step is None or self.ledger.entry(step) is None:
             if not vllm_compat.has_unfinished_requests(scheduler):
                 self._on_idle(scheduler)
@@ -323,6 +330,21 @@ class GovernorRuntime:
         self._periodic()
         if not vllm_compat.has_unfinished_requests(scheduler):
             self._on_idle(scheduler)
+
+    def _admitted(self, step: int | None, verified: list, model_runner_output: Any) -> list:
+        """The verifications whose admitted counts came, cut to the drafts adaptive verification
+        verified; the rest wait for theirs."""
+        held = self.held
+        held.hold(step, verified)
+        out = held.release(admitted_drafts.read(model_runner_output))
+        if held.dropped and not self._admitted_said:
+            self._admitted_said = True
+            logger.warning(
+                "banditk: a step's admitted-draft counts never came from the worker (held %d steps); under "
+                "adaptive verification such steps teach no acceptance (the governor keeps what it knows).",
+                admitted_drafts.MAX_HELD,
+            )
+        return out
 
     def _release_timed(self, flush: bool = False) -> None:
         """Observe the credits whose CUDA-event times came (or waited long enough)."""
