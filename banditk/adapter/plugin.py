@@ -35,7 +35,7 @@ import functools
 import logging
 import os
 
-from banditk.adapter import vllm_compat
+from banditk.adapter import data_parallel, vllm_compat
 from banditk.adapter.settings import ADDITIONAL_CONFIG_KEY, AdapterSettings, split_speculative_config
 from banditk.core.errors import ConfigError
 
@@ -77,6 +77,10 @@ def register() -> None:
             e,
         )
         return
+    try:
+        data_parallel.install()  # a governed dense model keeps dynamic K on every rank
+    except Exception as e:  # vLLM's own rule then stands: dynamic K off under data parallelism
+        logger.warning("banditk: cannot keep dynamic K under data parallelism (%s: %s).", type(e).__name__, e)
     try:
         vllm_compat.install_full_graphs_for_every_k()  # 0.34: in every process that plans graphs
     except Exception as e:  # the governed server then captures vLLM's own plan
@@ -210,9 +214,12 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
     validate(resolved)
     if not vllm_compat.dynamic_k_enabled(vllm_config):
         if vllm_compat.data_parallel_size(vllm_config) > 1:
-            # vLLM turns dynamic K off under data parallelism (ranks must agree on K);
-            # the governed scheduler then leaves K alone.
-            logger.warning("banditk: vLLM disables dynamic K with data parallelism; the governor will observe only.")
+            # A MoE model's ranks step in lockstep and must draft one K: vLLM keeps its switch-off
+            # there (banditk.adapter.data_parallel), and the governed scheduler leaves K alone.
+            logger.warning(
+                "banditk: vLLM disables dynamic K with data parallelism on a MoE model (its ranks run in "
+                "lockstep and must draft the same K); the governor will observe only."
+            )
         else:
             # num_speculative_tokens came from the draft model's config, not the dict:
             # switch dynamic K on now (the scheduler reads the table when it starts).
@@ -228,7 +235,17 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
         vllm_compat.check_adaptive_verification_shape()  # before any model loads
         os.environ[ADMITTED_DRAFTS_ENV] = "1"
     _settle_server_mode(vllm_config, resolved)
-    vllm_compat.additional_config(vllm_config)[ADDITIONAL_CONFIG_KEY] = resolved.to_dict()
+    dp = vllm_compat.data_parallel_size(vllm_config)
+    vllm_compat.additional_config(vllm_config)[ADDITIONAL_CONFIG_KEY] = {
+        **resolved.to_dict(),
+        data_parallel.DP_SIZE_KEY: dp,
+    }
+    if dp > 1 and vllm_compat.dynamic_k_enabled(vllm_config):
+        logger.info(
+            "banditk: %d data-parallel ranks, each an independent engine (a dense model): each rank's governor "
+            "steers its own K; snapshots and telemetry logs are written per rank (<name>.rank<i><suffix>).",
+            dp,
+        )
     qualname = SCHEDULER_QUALNAMES[resolved.per_request, bool(vllm_compat.async_scheduling(vllm_config))]
     vllm_compat.set_scheduler_cls(vllm_config, qualname)
     os.environ[WORKER_TIMING_ENV] = "1"

@@ -17,6 +17,7 @@ growing number of steps (:mod:`.breaker`).
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import time
 import weakref
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from banditk.adapter import admitted_drafts, event_timing, vllm_compat, worker_timing
+from banditk.adapter import admitted_drafts, data_parallel, event_timing, vllm_compat, worker_timing
 from banditk.adapter.breaker import SlowCallBreaker
 from banditk.adapter.draft_times import DraftTimes
 from banditk.adapter.graph_mode import server_mode_of
@@ -125,8 +126,16 @@ class GovernorRuntime:
         vllm_compat.check_vllm_shape()
         raw = vllm_compat.additional_config(vllm_config).get(ADDITIONAL_CONFIG_KEY)
         settings = AdapterSettings.from_dict(raw)
-        policy = build_policy(settings)
         prov = {"vllm_version": vllm_compat.vllm_version(), "method": settings.method}
+        if raw.get(data_parallel.DP_SIZE_KEY, 1) > 1:  # one file per rank: ranks never share one
+            rank = data_parallel.rank_of(vllm_config)
+            settings = dataclasses.replace(
+                settings,
+                snapshot_path=data_parallel.per_rank_path(settings.snapshot_path, rank),
+                telemetry_log=data_parallel.per_rank_path(settings.telemetry_log, rank),
+            )
+            prov["data_parallel_rank"] = rank
+        policy = build_policy(settings)
         try:
             prov["target_model"] = str(vllm_config.model_config.model)
         except Exception:

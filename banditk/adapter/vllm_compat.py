@@ -79,6 +79,14 @@ switched on, and in the tests; read by :mod:`.admitted_drafts`):
     each request's admitted draft count in ``self._batch_draft_capacity[:num_reqs]``, in
     ``req_ids`` order; where the budget covers every scheduled draft all are admitted.
 
+Data parallelism (checked by :func:`check_data_parallel_shape` before :mod:`.data_parallel`
+keeps dynamic K on, and in the tests):
+
+17. ``VllmConfig.__post_init__`` calls ``self._maybe_disable_dynamic_sd_for_data_parallel()``,
+    which switches dynamic K off when ``data_parallel_size > 1``; the engine core runs the ranks
+    of a model whose ``ModelConfig.is_moe`` is false as independent engines
+    (``reconfigure_for_independent_dp_rank``), so no collective joins their steps.
+
 Versions: :data:`SUPPORTED_SERIES` are served; any other is refused at start-up, before the
 model loads, unless ``BANDITK_ALLOW_UNTESTED_VLLM=1`` (the shape checks still run then).
 """
@@ -595,6 +603,21 @@ def _source(obj: Any) -> str:
         return inspect.getsource(obj)
     except (OSError, TypeError):  # pragma: no cover - no source shipped
         return ""
+
+
+def check_data_parallel_shape() -> None:
+    """Verify assumption 17 of the module docstring; raise :class:`VllmShapeError` if it fails."""
+    from vllm.config import ModelConfig, VllmConfig
+    from vllm.v1.engine import core
+
+    if "_maybe_disable_dynamic_sd_for_data_parallel()" not in _source(VllmConfig.__post_init__):
+        _fail("VllmConfig.__post_init__ no longer calls _maybe_disable_dynamic_sd_for_data_parallel")
+    if not isinstance(getattr(ModelConfig, "is_moe", None), property):
+        _fail("ModelConfig.is_moe is missing")
+    src = _source(core)
+    for needle in ("model_config.is_moe", "reconfigure_for_independent_dp_rank()"):
+        if needle not in src:
+            _fail(f"the engine core no longer runs a dense model's data-parallel ranks independently ({needle!r})")
 
 
 def adaptive_verification_manager_class() -> type:

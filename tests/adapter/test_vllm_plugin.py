@@ -7,12 +7,12 @@ import pytest
 pytestmark = pytest.mark.vllm
 
 
-def engine_config(tiny_pair, spec):
+def engine_config(tiny_pair, spec, **engine_args):
     from vllm.engine.arg_utils import EngineArgs
 
     from banditk.testing.engines import llm_kwargs
 
-    kw = llm_kwargs()
+    kw = {**llm_kwargs(), **engine_args}
     kw.pop("disable_log_stats")
     return EngineArgs(model=tiny_pair.target, speculative_config=spec, **kw).create_engine_config()
 
