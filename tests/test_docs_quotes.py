@@ -132,7 +132,10 @@ def test_rewrite_then_check_on_a_tree(tmp_path, capsys):
 def test_a_code_quote_reads_a_constant_or_a_dataclass_default():
     from banditk.core.config import GovernorConfig
 
-    assert dq.code_value("banditk.core.config", "GovernorConfig.explore_steps") == GovernorConfig(drafter_class="mtp", k_max=3).explore_steps
+    assert (
+        dq.code_value("banditk.core.config", "GovernorConfig.explore_steps")
+        == GovernorConfig(drafter_class="mtp", k_max=3).explore_steps
+    )
     assert dq.code_value("banditk.evaluation", "THRESHOLDS.real.throughput_vs_nospec") == 0.97
     with pytest.raises(dq.QuoteError, match="no attribute `nope`"):
         dq.code_value("banditk.core.config", "GovernorConfig.nope")
