@@ -230,6 +230,7 @@ def _run_nuts_to_gate(inputs, names: tuple[str, ...], options: FitOptions):
     th = options.thresholds
     warmup, samples = options.warmup, options.samples
     for lengthened in range(NUTS_MAX_LENGTHEN + 1):
+        draws = options.chains * samples
         for target_accept in NUTS_TARGET_ACCEPT:
             r = run_nuts(
                 inputs,
@@ -241,12 +242,11 @@ def _run_nuts_to_gate(inputs, names: tuple[str, ...], options: FitOptions):
                 progress=options.progress,
                 target_accept=target_accept,
             )
-            if r.divergences <= th.max_divergent_fraction * options.chains * samples:
+            diverged = r.divergences > th.max_divergent_fraction * draws
+            if not diverged:
                 break
-        if not nuts_failures(r.rhat, r.ess, r.divergences, options.chains * samples, th):
-            break
-        if r.divergences > th.max_divergent_fraction * options.chains * samples:
-            break  # a longer run does not cure divergences
+        if diverged or not nuts_failures(r.rhat, r.ess, r.divergences, draws, th):
+            break  # it passes, or it diverges, which a longer run does not cure
         if lengthened < NUTS_MAX_LENGTHEN:
             warmup, samples = warmup * NUTS_LENGTHEN, samples * NUTS_LENGTHEN
     return r, lengthened
