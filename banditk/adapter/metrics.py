@@ -170,7 +170,9 @@ class Publisher:
             return
         try:
             now = self.clock()
-            if now - self._last < self.interval_s and scheduler.has_unfinished_requests():
+            # A running request means work goes on: vLLM's own call chain only when none runs.
+            busy = getattr(scheduler, "running", None) or scheduler.has_unfinished_requests()
+            if now - self._last < self.interval_s and busy:
                 return
             self._last = now
             stats = _scheduler_stats(outputs)
@@ -299,7 +301,9 @@ def samples(data: dict, labels: dict[str, str], mode: dict[str, str] | None = No
 
 def server_mode(vllm_config: Any) -> dict[str, str]:
     """Labels of ``banditk:info`` for the server mode: model runner and CUDA-graph mode."""
-    mode = {"runner": "mrv2" if getattr(vllm_config, "use_v2_model_runner", False) else "v1"}
+    from banditk.adapter import vllm_compat
+
+    mode = {"runner": "mrv2" if vllm_compat.uses_model_runner_v2(vllm_config) else "v1"}
     cg = getattr(getattr(vllm_config, "compilation_config", None), "cudagraph_mode", None)
     mode["cudagraph"] = "none" if cg is None else str(getattr(cg, "name", cg)).lower()
     return mode

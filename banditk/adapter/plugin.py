@@ -11,8 +11,10 @@ end, engine core, workers). In the front end it wraps
    value raises :class:`~banditk.core.errors.ConfigError` here, before any model loads;
 2. vLLM's dynamic-K mode is switched on with a table the governor overrides every step. On
    a GPU it lists every K of the arm set, so Model Runner V2 captures a FULL decode ladder
-   for each (:mod:`.graph_mode`); on CPU it is one row, ``[[1, max_num_seqs, K_max]]``. The
-   log then says once which runner and graph mode serve, and why;
+   for each (:mod:`.graph_mode`; on 0.34 each up to ``max_num_seqs`` through
+   :func:`~banditk.adapter.vllm_compat.install_full_graphs_for_every_k`); on CPU it is one
+   row, ``[[1, max_num_seqs, K_max]]``. The log then says once which runner and graph mode
+   serve, and why;
 3. the validated settings ride to the engine-core process in
    ``VllmConfig.additional_config["banditk"]`` (pickled with the config in the
    multi-process layout, the same object in-process);
@@ -72,6 +74,10 @@ def register() -> None:
             e,
         )
         return
+    try:
+        vllm_compat.install_full_graphs_for_every_k()  # 0.34: in every process that plans graphs
+    except Exception as e:  # the governed server then captures vLLM's own plan
+        logger.warning("banditk: full graphs for every K unavailable (%s: %s).", type(e).__name__, e)
     if os.environ.get(WORKER_TIMING_ENV) == "1":
         _install_worker_hooks()
 
@@ -121,6 +127,8 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
             f"({norm['num_speculative_tokens_per_batch_size']!r}); the governor chooses K itself. "
             'Use "governor": "table:[[lo,hi,K],...]" to run a table through banditk.'
         )
+    if norm.get("enable_adaptive_verification"):
+        raise adaptive_verification_refused(norm["enable_adaptive_verification"])
     k_max = norm.get("num_speculative_tokens")
     method = norm.get("method")
     if isinstance(k_max, int) and not isinstance(k_max, bool) and k_max > 0:
@@ -131,6 +139,23 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
         clean["num_speculative_tokens_per_batch_size"] = vllm_compat.dynamic_k_table(
             table_ks(settings, k_max), getattr(engine_args, "max_num_seqs", None)
         )
+    # Marks the config as governed while vLLM builds it: 0.34 plans its graphs then
+    # (vllm_compat.install_full_graphs_for_every_k); apply_to_vllm_config fills it in.
+    engine_args.additional_config = {
+        **(getattr(engine_args, "additional_config", None) or {}),
+        ADDITIONAL_CONFIG_KEY: {},
+    }
+
+
+def adaptive_verification_refused(value: object) -> ConfigError:
+    """Why the governor does not run under vLLM's adaptive verification, and what to run instead."""
+    return ConfigError(
+        f"speculative_config sets `governor` and enable_adaptive_verification={value!r}: vLLM trims drafts in "
+        "the worker and counts a trimmed draft as rejected, so banditk would learn acceptance too low and "
+        "choose K too shallow. Run one of them: drop `governor` for adaptive verification alone, or drop "
+        "`enable_adaptive_verification` for banditk (docs/operations.md, 'banditk and vLLM's adaptive "
+        "verification')."
+    )
 
 
 def table_ks(settings: AdapterSettings, k_max: int) -> tuple[int, ...]:
@@ -192,13 +217,8 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
                 "not in speculative_config); on GPU prefer setting it explicitly.",
                 k_max,
             )
-    if vllm_compat.adaptive_verification_enabled(vllm_config):
-        logger.warning(
-            "banditk: enable_adaptive_verification is on. The governor's K bounds the drafts; drafts the runner "
-            "trims afterwards reach the scheduler as rejections in vLLM %s, so the acceptance posterior is "
-            "pessimistic at deep positions.",
-            vllm_compat.vllm_version(),
-        )
+    if vllm_compat.adaptive_verification_enabled(vllm_config):  # switched on by another route than the dict
+        raise adaptive_verification_refused(True)
     _settle_server_mode(vllm_config, resolved)
     vllm_compat.additional_config(vllm_config)[ADDITIONAL_CONFIG_KEY] = resolved.to_dict()
     qualname = SCHEDULER_QUALNAMES[resolved.per_request, bool(vllm_compat.async_scheduling(vllm_config))]

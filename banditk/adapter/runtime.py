@@ -99,10 +99,7 @@ class GovernorRuntime:
         self.last_k = self.fallback_k
         self.select_calls = 0
         self._t_schedule = clock()
-        self._step_of: dict[int, int] = {}
-        self._prefill_of: dict[int, int] = {}
-        # Requests padded with placeholder drafts, per step: their verification is not a decision's.
-        self._padded_of: dict[int, frozenset] = {}
+        # The requests the output being read padded with placeholder drafts (its entry's).
         self._padding: frozenset = frozenset()
         self._verified: list[tuple[str, int, int]] = []
         self._timing_said, self._untimed_outputs = False, 0
@@ -160,11 +157,10 @@ class GovernorRuntime:
         try:
             if scheduler_output.total_num_scheduled_tokens <= 0:
                 return  # the model does not run: nothing to decide or credit
-            # The decoders and their context tokens (prompt + generated), read in the same pass.
-            decoding, context_tokens = vllm_compat.decoding_requests(scheduler, scheduler_output)
+            # The decoders, their context tokens (prompt + generated) and scheduled tokens, in one pass.
+            decoding, context_tokens, decode_tokens = vllm_compat.decoding_requests(scheduler, scheduler_output)
             # Prompt tokens computed in this step (chunked prefill): their time is not K's.
-            scheduled = scheduler_output.num_scheduled_tokens
-            prefill = int(scheduler_output.total_num_scheduled_tokens) - sum(scheduled.get(r, 0) for r in decoding)
+            prefill = int(scheduler_output.total_num_scheduled_tokens) - decode_tokens
             padded = vllm_compat.padded_request_ids(scheduler_output)
             if padded:  # a padded prompt's placeholder rows are not prompt tokens
                 spec, decoders = scheduler_output.scheduled_spec_decode_tokens, set(decoding)
@@ -182,23 +178,21 @@ class GovernorRuntime:
                 )
                 self.last_k = k
                 vllm_compat.set_num_spec_tokens(scheduler_output, k)
+            # One record of the step, found again from the index stamped on its output.
             step = self.ledger.open_step(
                 k=k,
                 decision=decision,
                 decoding=tuple(decoding),
                 t_schedule=self._t_schedule,
                 num_reqs=len(scheduler_output.num_scheduled_tokens),
+                ctx=context_tokens,  # the trace's `ctx`: `banditk fit` splits cells by context with it
+                prefill=prefill,
+                padded=padded,
+                fallback=fallback,
             )
-            # The trace's `ctx`: `banditk fit` splits cells by context with it.
-            self.ledger.entry(step).extra["ctx"] = context_tokens
             if fallback is not None:
-                self.ledger.entry(step).extra["fallback"] = fallback
                 fb = self.telemetry.fallbacks
                 fb[fallback] = fb.get(fallback, 0) + 1
-            self._step_of[id(scheduler_output)] = step
-            self._prefill_of[step] = prefill
-            if padded:
-                self._padded_of[step] = padded
             event_timing.stamp(scheduler_output, step)
         except Exception as e:  # never stop the engine
             self._error("schedule_hook", e)
@@ -214,7 +208,7 @@ class GovernorRuntime:
         """(K, the policy's decision, None) or (fallback K, None, why the fallback was used)."""
         kv, queue = vllm_compat.kv_usage(scheduler), vllm_compat.queue_len(scheduler)
         self.telemetry.kv_usage, self.telemetry.queue_len = kv, queue
-        if self.breaker.skip():
+        if self.breaker.remaining > 0 and self.breaker.skip():
             self._observe_s = 0.0
             return self.fallback_k, None, "breaker_open"
         self.select_calls += 1
@@ -239,14 +233,16 @@ class GovernorRuntime:
             return self.fallback_k, None, "select"
         # One budget per step for the governor's work: this select and the last observe.
         spent, self._observe_s = time.perf_counter() - t0 + self._observe_s, 0.0
-        if self._slow(spent):
+        b = self.breaker  # a fast step after fast steps leaves it as it is: no call
+        if (spent > b.budget_s or b.in_a_row or b.cooldown != b.base_cooldown) and self._slow(spent):
             return self.fallback_k, None, "slow"
-        k = getattr(decision, "k", None)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= self.k_max:
-            self._error("invalid_k", ValueError(f"policy returned K={k!r}, outside 0..{self.k_max}"))
+        raw = getattr(decision, "k", None)
+        k = raw if type(raw) is int else int(raw) if isinstance(raw, np.integer) else None  # a bool is neither
+        if k is None or not 0 <= k <= self.k_max:
+            self._error("invalid_k", ValueError(f"policy returned K={raw!r}, outside 0..{self.k_max}"))
             return self.fallback_k, None, "invalid_k"
-        self.telemetry.observe_decision(int(k), kv, queue)
-        return int(k), decision, None
+        self.telemetry.observe_decision(k, kv, queue)
+        return k, decision, None
 
     def on_verified(
         self, request_id: str, num_draft_tokens: int, num_accepted_tokens: int, num_invalid_spec_tokens: dict | None
@@ -260,8 +256,9 @@ class GovernorRuntime:
 
     def on_output_start(self, scheduler_output: Any = None) -> None:
         self._verified = []
-        step = None if scheduler_output is None else self._step_of.get(id(scheduler_output))
-        self._padding = self._padded_of.pop(step, frozenset()) if self._padded_of else frozenset()
+        step = None if scheduler_output is None else event_timing.stamped_step(scheduler_output)
+        entry = None if step is None else self.ledger.entry(step)
+        self._padding = frozenset() if entry is None else entry.padded
 
     def is_padding(self, request_id: str) -> bool:
         """Whether ``request_id``'s drafts in the output being read were placeholders (padding)."""
@@ -281,8 +278,8 @@ class GovernorRuntime:
         verified = self._verified
         if verified:
             self.telemetry.observe_requests(verified)
-        step = self._step_of.pop(id(scheduler_output), None)
-        if step is None:
+        step = event_timing.stamped_step(scheduler_output)
+        if step is None or self.ledger.entry(step) is None:
             if not vllm_compat.has_unfinished_requests(scheduler):
                 self._on_idle(scheduler)
             return
@@ -299,31 +296,30 @@ class GovernorRuntime:
             prev, cycle = res
             self.telemetry.observe_step(cycle, target_s, prev.draft_s)
             if prev.decision is not None and prev.decoding:  # nothing decoded: nothing to learn
+                verifier = self.ledger.last_closed
                 credit = _Credit(
                     prev,
-                    self.ledger.last_closed,
+                    verifier,
                     cycle,
                     verified,
                     scheduler_output.num_scheduled_tokens,  # held, not copied: vLLM makes one per step
-                    self._prefill_of.pop(step, 0),
+                    verifier.prefill,
                 )
                 if self.timed_credits.active:  # MRv2: wait for both steps' CUDA-event times
                     self.timed_credits.push(own_step=prev.step, verify_step=step, payload=credit)
                 else:
                     self._credit(credit, target_s, prev.draft_s, self._draft_s(credit.verifier))
-            elif "fallback" in prev.extra and self.log is not None:
+            elif prev.fallback is not None and self.log is not None:
                 # Not credited, but the K it ran belongs in the K sequence the switch counts read.
-                record = trace.fallback_record(prev.k, len(prev.decoding), prev.extra["fallback"], t=time.time())
+                record = trace.fallback_record(prev.k, len(prev.decoding), prev.fallback, t=time.time())
                 if self.timed_credits.active:  # in its place among the waiting credits
                     self.timed_credits.push(own_step=prev.step, verify_step=step, payload=record)
                 else:
                     self.log.write(record)
-        self._release_timed()
-        if step % _EVICT_EVERY == 0:
+        if self.timed_credits.num_waiting:
+            self._release_timed()
+        if step % _EVICT_EVERY == 0:  # the per-request histories of requests gone
             self.telemetry.evict(scheduler.requests)
-            self._step_of = {k: v for k, v in self._step_of.items() if v > step - 64}
-            self._prefill_of = {k: v for k, v in self._prefill_of.items() if k > step - 64}
-            self._padded_of = {k: v for k, v in self._padded_of.items() if k > step - 64}
         self._periodic()
         if not vllm_compat.has_unfinished_requests(scheduler):
             self._on_idle(scheduler)
@@ -390,7 +386,7 @@ class GovernorRuntime:
                     prev.decision,
                     outcome,
                     k_max,
-                    ctx=prev.extra.get("ctx", -1),
+                    ctx=prev.ctx,
                     t=round(time.time(), 3),
                     kv=round(self.telemetry.kv_usage, 4),
                     queue=self.telemetry.queue_len,
@@ -487,7 +483,7 @@ class GovernorRuntime:
             self._error("close", e)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Credit:
     """What observing one decision needs, kept while it waits for its GPU times.
 

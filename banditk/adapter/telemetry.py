@@ -127,10 +127,9 @@ class Telemetry:
         self.k_max = k_max
         self._hist_len = request_history
         self._requests: dict[str, deque] = {}
-        # Plain lists: a few list increments per request beat numpy calls at serving batch sizes.
-        self._drafted_pp = [0] * k_max
-        self._accepted_pp = [0] * k_max
-        self._reached_pp = [0] * k_max
+        # Verifications by (drafted, accepted), one increment a request: the per-position counts
+        # are read from it (a report, not every step).
+        self._pairs = [0] * (k_max + 1) ** 2
         self.num_drafts = 0  # request-steps that verified >= 1 draft
         self.fallbacks: dict[str, int] = {}  # steps that ran the fallback K, by why
         # New decode requests padded with placeholder drafts (vLLM counts those drafts rejected).
@@ -139,7 +138,7 @@ class Telemetry:
         self.num_accepted_tokens = 0
         self.steps = 0
         self.decisions = 0
-        self.k_histogram = np.zeros(k_max + 1, dtype=np.int64)
+        self.k_histogram = [0] * (k_max + 1)
         self.step_s = 0.0
         self.draft_s = 0.0
         self.target_s = 0.0
@@ -157,8 +156,8 @@ class Telemetry:
 
     def observe_requests(self, verified) -> None:
         """A step's verifications: an iterable of ``(request_id, drafted, accepted)``."""
-        k, hist_len, requests = self.k_max, self._hist_len, self._requests
-        dpp, app, rpp = self._drafted_pp, self._accepted_pp, self._reached_pp
+        k, hist_len, requests, pairs = self.k_max, self._hist_len, self._requests, self._pairs
+        width = k + 1
         for req_id, drafted, accepted in verified:
             if drafted <= 0:
                 continue
@@ -166,32 +165,39 @@ class Telemetry:
             self.num_draft_tokens += drafted
             self.num_accepted_tokens += accepted
             d = drafted if drafted < k else k
-            a = accepted if accepted < d else d
-            for i in range(d):
-                dpp[i] += 1
-            for i in range(a):
-                app[i] += 1
-            for i in range(a + 1 if a < d else d):
-                rpp[i] += 1
+            pairs[d * width + (accepted if accepted < d else d)] += 1
             hist = requests.get(req_id)
             if hist is None:
                 hist = requests[req_id] = deque(maxlen=hist_len)
             hist.append((drafted, accepted))
 
+    def _per_position(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(drafted, accepted, reached) per position from the (drafted, accepted) counts."""
+        k = self.k_max
+        n = np.array(self._pairs, dtype=np.int64).reshape(k + 1, k + 1)  # [drafted, accepted]
+        pos = np.arange(k)
+        d, a = np.arange(k + 1)[:, None], np.arange(k + 1)[None, :]
+        per = lambda mask: (n[None] * mask).sum(axis=(1, 2))  # noqa: E731  [position]
+        drafted = per(d[None] > pos[:, None, None])
+        accepted = per(a[None] > pos[:, None, None])
+        # Position i is reached when the drafts before it were all accepted (a >= i) and i was drafted.
+        reached = per((a[None] >= pos[:, None, None]) & (d[None] > pos[:, None, None]))
+        return drafted, accepted, reached
+
     @property
     def drafted_per_position(self) -> np.ndarray:
         """Requests that verified a draft at position i (drafted >= i + 1)."""
-        return np.array(self._drafted_pp, dtype=np.int64)
+        return self._per_position()[0]
 
     @property
     def accepted_per_position(self) -> np.ndarray:
         """Drafts accepted at position i: vLLM's ``num_accepted_tokens_per_pos``."""
-        return np.array(self._accepted_pp, dtype=np.int64)
+        return self._per_position()[1]
 
     @property
     def reached_per_position(self) -> np.ndarray:
         """Drafts verified at position i with positions 1..i-1 accepted (alpha_i's trials)."""
-        return np.array(self._reached_pp, dtype=np.int64)
+        return self._per_position()[2]
 
     def observe_decision(self, k: int, kv_usage: float, queue_len: int) -> None:
         self.decisions += 1
@@ -255,7 +261,7 @@ class Telemetry:
         return {
             "steps": self.steps,
             "decisions": self.decisions,
-            "k_histogram": self.k_histogram.tolist(),
+            "k_histogram": list(self.k_histogram),
             "num_drafts": self.num_drafts,
             "num_draft_tokens": self.num_draft_tokens,
             "num_accepted_tokens": self.num_accepted_tokens,

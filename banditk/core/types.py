@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from banditk.core.drafters import check_drafter_class
+from banditk.core.drafters import DRAFTER_CLASSES, check_drafter_class
 from banditk.core.errors import InvalidContextError, InvalidOutcomeError
 
 
@@ -73,6 +73,30 @@ class StepContext:
     running_prefill_tokens: int = 0
 
     def __post_init__(self) -> None:
+        # The adapter's every step: plain non-negative ints and a float fraction, checked inline.
+        if (
+            type(self.num_decoding) is int
+            and self.num_decoding >= 0
+            and type(self.prefill_tokens) is int
+            and self.prefill_tokens >= 0
+            and type(self.context_tokens) is int
+            and self.context_tokens >= 0
+            and type(self.running_prefill_tokens) is int
+            and self.running_prefill_tokens >= 0
+            and type(self.queue_len) is int
+            and self.queue_len >= 0
+            and type(self.k_max) is int
+            and 0 <= self.k_max <= 64
+            and type(self.kv_usage) is float
+            and 0.0 <= self.kv_usage <= 1.0
+            and type(self.drafter_class) is str
+            and self.drafter_class in DRAFTER_CLASSES
+        ):
+            if self.num_scheduled == -1:
+                object.__setattr__(self, "num_scheduled", self.num_decoding)
+            elif type(self.num_scheduled) is not int or self.num_scheduled < 0:
+                _check_int(self.num_scheduled, "num_scheduled", 0, None, InvalidContextError)
+            return
         _check_int(self.num_decoding, "num_decoding", 0, None, InvalidContextError)
         _check_int(self.prefill_tokens, "prefill_tokens", 0, None, InvalidContextError)
         _check_int(self.context_tokens, "context_tokens", 0, None, InvalidContextError)
@@ -143,7 +167,13 @@ class StepOutcome:
             raise InvalidOutcomeError(
                 f"`drafted` and `accepted` must have one entry per request, got {drafted.size} and {accepted.size}."
             )
-        if drafted.size and (min(drafted.min(), accepted.min()) < 0 or (accepted > drafted).any()):
+        # 0 <= accepted <= drafted covers drafted >= 0; a few requests are checked in Python,
+        # where numpy's per-call cost is most of the step's.
+        if drafted.size <= 32:
+            bad = any(not 0 <= a <= d for d, a in zip(drafted.tolist(), accepted.tolist()))
+        else:
+            bad = bool(accepted.min() < 0 or (accepted > drafted).any())
+        if bad:
             if drafted.min() < 0:
                 raise InvalidOutcomeError(f"`drafted` must be >= 0, got {drafted.min()}.")
             if accepted.min() < 0:
@@ -152,10 +182,15 @@ class StepOutcome:
             raise InvalidOutcomeError(
                 f"`accepted` exceeds `drafted` for request {i}: accepted={int(accepted[i])} > drafted={int(drafted[i])}."
             )
-        object.__setattr__(self, "drafted", drafted.astype(np.int64, copy=False))
-        object.__setattr__(self, "accepted", accepted.astype(np.int64, copy=False))
-        object.__setattr__(self, "step_duration_s", _check_duration(self.step_duration_s, "step_duration_s"))
-        _check_int(self.prefill_tokens, "prefill_tokens", 0, None, InvalidOutcomeError)
+        if drafted.dtype != np.int64 or drafted is not self.drafted:
+            object.__setattr__(self, "drafted", drafted.astype(np.int64, copy=False))
+        if accepted.dtype != np.int64 or accepted is not self.accepted:
+            object.__setattr__(self, "accepted", accepted.astype(np.int64, copy=False))
+        t = self.step_duration_s
+        if type(t) is not float or not 0.0 <= t < math.inf:
+            object.__setattr__(self, "step_duration_s", _check_duration(t, "step_duration_s"))
+        if type(self.prefill_tokens) is not int or self.prefill_tokens < 0:
+            _check_int(self.prefill_tokens, "prefill_tokens", 0, None, InvalidOutcomeError)
         for name in ("draft_duration_s", "target_duration_s"):
             value = getattr(self, name)
             if value is not None:

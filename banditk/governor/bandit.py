@@ -69,7 +69,7 @@ class BanditGovernor:
 
     def __init__(self, config: GovernorConfig, prior: Prior | None = None) -> None:
         self.config = config
-        self.posterior = GoodputPosterior(config, prior)
+        self._posterior = GoodputPosterior(config, prior)
         self._rng = np.random.Generator(np.random.PCG64(config.seed))
         # Where the decision stands: K and bucket in play, epoch, bucket candidate.
         self.prev_k, self.prev_bucket = -1, -1
@@ -97,6 +97,14 @@ class BanditGovernor:
         # K outside config.k_set score -inf, so no decision, exploration or draw plays them.
         self.k_blocked = np.ones(config.k_max + 1, dtype=bool)
         self.k_blocked[list(config.k_set or range(config.k_max + 1))] = False
+
+    @property
+    def posterior(self) -> GoodputPosterior:
+        """The posterior with every observed step credited (held steps only queue theirs)."""
+        post = self._posterior
+        if post.queued:
+            post.settle()
+        return post
 
     @property
     def prior(self) -> Prior | None:
@@ -129,8 +137,11 @@ class BanditGovernor:
         if batch == 0:  # nothing decodes: K is moot; keep it and learn nothing
             return Decision(k=max(self.prev_k, 0), bucket=-1, num_decoding=0, step_id=self.steps)
         bucket = self._consulted_cell(batch, context.context_tokens)
+        spacing = cfg.revisit_spacing
         for since in (self.bucket_since_explore, self.chunk_since_explore):
-            since[bucket] = min(since[bucket] + 1, cfg.revisit_spacing)
+            steps = since.item(bucket)  # min(steps + 1, spacing), written only when it changes
+            if steps != spacing:
+                since[bucket] = steps + 1 if steps < spacing else spacing
         kv_pressed = context.kv_usage > cfg.kv_pressure_threshold and cfg.kv_pressure_weight > 0
         prefill = self._expected_chunk(context)
         if prefill and self.prev_k >= 0 and not self.posterior.scale_pending:
@@ -222,17 +233,22 @@ class BanditGovernor:
         if bucket < 0:
             return
         drafted = outcome.drafted
-        if drafted.size and int(drafted.max()) > cfg.k_max:
-            raise InvalidOutcomeError(f"outcome.drafted has {int(drafted.max())} drafts, above k_max={cfg.k_max}.")
-        post = self.posterior
-        if drafted.size and drafted.any():
-            post.learn_acceptance(drafted, outcome.accepted)
-        post.learn_step_time(
-            k, bucket, decision.num_decoding, min(outcome.step_duration_s, cfg.max_step_s), outcome.prefill_tokens
-        )
+        if drafted.size:
+            most = max(drafted.tolist()) if drafted.size <= 32 else int(drafted.max())  # numpy costs more below
+            if most > cfg.k_max:
+                raise InvalidOutcomeError(f"outcome.drafted has {most} drafts, above k_max={cfg.k_max}.")
         self.observations += 1
-        if self.observations % cfg.regression_refresh == 0:
-            post.refresh()
+        # Credited when the posterior is next read, so that a held step does no arithmetic.
+        self._posterior.queue(
+            k,
+            bucket,
+            decision.num_decoding,
+            min(outcome.step_duration_s, cfg.max_step_s),
+            outcome.prefill_tokens,
+            drafted,
+            outcome.accepted,
+            self.observations % cfg.regression_refresh == 0,
+        )
 
     # ---- select's steps ------------------------------------------------------------
 

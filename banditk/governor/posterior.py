@@ -18,7 +18,7 @@ from banditk.governor.prior_weighing import PriorWeigher, fit_prior
 from banditk.governor.thompson import draw_tokens_and_times
 from banditk.io.prior import Prior
 from banditk.posterior import latency_model, nig
-from banditk.posterior.acceptance import position_counts
+from banditk.posterior.acceptance import position_count_lists
 from banditk.posterior.stats import SufficientStats
 
 #: Shape a0 of the cells' inverse-gamma noise prior: 2 is the weakest with a finite mean,
@@ -28,6 +28,9 @@ NOISE_SHAPE = 2.0
 MIN_OBSERVED_STEP_S = 1e-6
 #: Taking a chunk's price out of a step never leaves less than this share of its decode time.
 PREFILL_FLOOR = 0.3
+#: Queued steps credited at once when nothing reads the posterior for this long (a replay
+#: that only observes): memory stays bounded, and crediting early changes nothing.
+MAX_QUEUED = 256
 
 
 class GoodputPosterior:
@@ -63,6 +66,9 @@ class GoodputPosterior:
         # The clock's lag-1 correlation (:mod:`.clock_weight`): sums, pairs, the last
         # decode-only step's cell and residual.
         self.clock = {"sxy": 0.0, "sxx": 0.0, "pairs": 0.0, "cell": None, "resid": None}
+        # Verified steps not yet credited: a held step only queues its outcome, and the next
+        # reader (a decision, a snapshot, a report) credits them in order (:meth:`settle`).
+        self.queued: list[tuple] = []
         self.refresh()
 
     # ---- reading ------------------------------------------------------------------
@@ -122,29 +128,45 @@ class GoodputPosterior:
 
     # ---- learning -----------------------------------------------------------------
 
+    def queue(self, k: int, bucket: int, batch: int, t: float, prefill: int, drafted, accepted, refresh: bool) -> None:
+        """Hold one verified step for :meth:`settle` (``refresh``: refit the latency model after it)."""
+        self.queued.append((k, bucket, batch, t, prefill, drafted, accepted, refresh))
+        if len(self.queued) >= MAX_QUEUED:
+            self.settle()
+
+    def settle(self) -> None:
+        """Credit the queued steps in the order they came: the same arithmetic, so the same
+        posterior, as crediting each when it came."""
+        if not self.queued:
+            return
+        steps, self.queued = self.queued, []
+        counts = _AcceptanceCounts(self)
+        for k, bucket, batch, t, prefill, drafted, accepted, refresh in steps:
+            counts.learn(drafted, accepted)
+            self.learn_step_time(k, bucket, batch, t, prefill)
+            if refresh:
+                counts.store()
+                self.refresh()
+        counts.store()
+
     def learn_acceptance(self, drafted: np.ndarray, accepted: np.ndarray) -> None:
         """Discounted Beta counts per position. Only positions reached are forgotten: deeper
         ones keep what they knew instead of decaying to the prior (reach covers a prefix)."""
-        succ, fail = position_counts(drafted, accepted, self.config.k_max)
-        reached = int(np.count_nonzero(succ + fail))
-        gamma, data, p = self.config.discount, self.data, self.prior_stats
-        s_, f_ = data.acc_successes[:reached], data.acc_failures[:reached]
-        s_ *= gamma
-        s_ += succ[:reached]
-        f_ *= gamma
-        f_ += fail[:reached]
-        self.acc_a[:reached] = 1.0 + p.acc_successes[:reached] + s_
-        self.acc_b[:reached] = 1.0 + p.acc_failures[:reached] + f_
+        counts = _AcceptanceCounts(self)
+        counts.learn(drafted, accepted)
+        counts.store()
 
     def learn_step_time(self, k: int, bucket: int, batch: int, t: float, prefill: int) -> None:
         """Credit a step's time: decode-only steps to the decode cells, steps next to a chunk to
-        cells of their own, with their decode share priced for the regression."""
-        cfg, data = self.config, self.data
+        cells of their own, with their decode share priced for the regression. Cells are read
+        and written one float at a time: numpy scalars cost several times more."""
+        cfg, data, cell = self.config, self.data, (bucket, k)
+        ratio = self.batch_ratio(batch, bucket, k)
         if t >= MIN_OBSERVED_STEP_S and not (prefill and self.prefill_price <= 0.0):
-            n = float(data.cell_n[bucket, k] + self.prior_stats.cell_n[bucket, k])
+            n = data.cell_n.item(cell) + self.prior_stats.cell_n.item(cell)
             expected = None
             if not self.scale_pending:
-                expected = self.post_m[bucket, k] * self.batch_ratio(batch, bucket, k) + self.prefill_price * prefill
+                expected = self.post_m.item(cell) * ratio + self.prefill_price * prefill
             # Stalls are capped on decode-only steps, whose cell's mean is what they are judged
             # by; next to a chunk the expectation leans on the chunk's price, too loose for a cap.
             clip = cfg.outlier_factor if prefill else min(cfg.stall_clip, cfg.outlier_factor)
@@ -156,7 +178,7 @@ class GoodputPosterior:
         if t < MIN_OBSERVED_STEP_S:  # a broken clock, not a step
             return
         if prefill and not self.scale_pending:
-            decode_s = float(self.post_m[bucket, k]) * self.batch_ratio(batch, bucket, k)
+            decode_s = self.post_m.item(cell) * ratio
             gm = cfg.model_discount
             data.prefill_rp = data.prefill_rp * gm + (t - decode_s) * prefill
             data.prefill_pp = data.prefill_pp * gm + float(prefill) * prefill
@@ -168,16 +190,19 @@ class GoodputPosterior:
             return
         # Cells are discounted windows at the bucket's representative B: the latency model
         # carries a step of another B in the bucket over, so B's spread is not read as noise.
-        t_cell = t / self.batch_ratio(batch, bucket, k)
+        t_cell = t / ratio
         w = 1.0 if prefill else self._clock_weight(bucket, k, t_cell)
-        g = cfg.discount
-        data.cell_n[bucket, k] = data.cell_n[bucket, k] * g + w
-        data.cell_sum[bucket, k] = data.cell_sum[bucket, k] * g + w * t_cell
-        data.cell_sumsq[bucket, k] = data.cell_sumsq[bucket, k] * g + w * t_cell * t_cell
+        g, wt, wtt = cfg.discount, w * t_cell, w * t_cell * t_cell
+        n = data.cell_n.item(cell) * g + w
+        s = data.cell_sum.item(cell) * g + wt
+        ss = data.cell_sumsq.item(cell) * g + wtt
+        data.cell_n[cell], data.cell_sum[cell], data.cell_sumsq[cell] = n, s, ss
         if not prefill:
-            for arr, v in zip(self.decode_only, (w, w * t_cell, w * t_cell * t_cell)):
-                arr[bucket, k] = arr[bucket, k] * g + v
-        self._update_cell(bucket, k)
+            on, osum, osq = self.decode_only
+            on[cell] = on.item(cell) * g + w
+            osum[cell] = osum.item(cell) * g + wt
+            osq[cell] = osq.item(cell) * g + wtt
+        self._update_cell(bucket, k, n, s, ss)
         self.pending.append((float(batch), k, t, 1.0))
         if self.scale_pending:
             self.refresh()
@@ -201,7 +226,9 @@ class GoodputPosterior:
         return clock_weight.weight(c["sxy"], c["sxx"], c["pairs"])
 
     def fold_pending(self) -> None:
-        """Bring the regression statistics up to date (exact: folding early changes nothing)."""
+        """Credit the queued steps and bring the regression statistics up to date (exact:
+        folding early changes nothing)."""
+        self.settle()
         latency_fit.fold(self.data, self.pending, self.config.model_discount)
 
     def refresh(self) -> None:
@@ -241,17 +268,50 @@ class GoodputPosterior:
         self.acc_b = 1.0 + p.acc_failures + d.acc_failures
         self.post_m, self.post_k, self.post_a, self.post_b = (np.array(v, dtype=float) for v in self.latency_params())
 
-    def _update_cell(self, bucket: int, k: int) -> None:
-        """One cell's cached posterior, in plain floats (this runs every step)."""
-        p, d, cfg = self.prior_stats, self.data, self.config
-        m0 = float(self.cell_prior_mean[bucket, k])
+    def _update_cell(self, bucket: int, k: int, n: float, s: float, ss: float) -> None:
+        """One cell's cached posterior from its live statistics (n, sum, sum of squares) just
+        credited, in plain floats (this runs every step)."""
+        p, cfg, cell = self.prior_stats, self.config, (bucket, k)
+        m0 = self.cell_prior_mean.item(cell)
         out = nig.posterior_scalar(
             m0,
             cfg.cell_prior_count,
             NOISE_SHAPE,
             NOISE_SHAPE * (cfg.latency_cv * m0) ** 2,
-            float(p.cell_n[bucket, k] + d.cell_n[bucket, k]),
-            float(p.cell_sum[bucket, k] + d.cell_sum[bucket, k]),
-            float(p.cell_sumsq[bucket, k] + d.cell_sumsq[bucket, k]),
+            p.cell_n.item(cell) + n,
+            p.cell_sum.item(cell) + s,
+            p.cell_sumsq.item(cell) + ss,
         )
-        self.post_m[bucket, k], self.post_k[bucket, k], self.post_a[bucket, k], self.post_b[bucket, k] = out
+        self.post_m[cell], self.post_k[cell], self.post_a[cell], self.post_b[cell] = out
+
+
+class _AcceptanceCounts:
+    """The live acceptance counts as lists while queued steps are credited: a few positions a
+    step, where numpy's per-element cost would be most of the work. :meth:`store` writes them
+    back and recomputes the Betas (1 + prior + data, as :meth:`GoodputPosterior.update_cache`)."""
+
+    def __init__(self, post: GoodputPosterior) -> None:
+        self.post, self.gamma, self.k_max = post, post.config.discount, post.config.k_max
+        self.successes = post.data.acc_successes.tolist()
+        self.failures = post.data.acc_failures.tolist()
+        self.changed = False
+
+    def learn(self, drafted: np.ndarray, accepted: np.ndarray) -> None:
+        succ, fail = position_count_lists(drafted, accepted, self.k_max)
+        s_, f_, gamma = self.successes, self.failures, self.gamma
+        for i in range(self.k_max):
+            if not succ[i] + fail[i]:
+                break  # positions reached are a prefix
+            s_[i] = s_[i] * gamma + succ[i]
+            f_[i] = f_[i] * gamma + fail[i]
+            self.changed = True
+
+    def store(self) -> None:
+        if not self.changed:
+            return
+        post, data, p = self.post, self.post.data, self.post.prior_stats
+        data.acc_successes[:] = self.successes
+        data.acc_failures[:] = self.failures
+        post.acc_a = 1.0 + p.acc_successes + data.acc_successes
+        post.acc_b = 1.0 + p.acc_failures + data.acc_failures
+        self.changed = False

@@ -31,6 +31,32 @@ def position_counts(drafted: np.ndarray, accepted: np.ndarray, k_max: int) -> tu
     return succ, fail
 
 
+#: Up to this many requests :func:`position_count_lists` counts in Python: below it numpy's
+#: per-call cost is more than the loop.
+_LOOP_MAX = 32
+
+
+def position_count_lists(drafted: np.ndarray, accepted: np.ndarray, k_max: int) -> tuple[list[int], list[int]]:
+    """:func:`position_counts` as lists of ints, the governor's per-step form.
+
+    >>> position_count_lists(np.array([3, 3, 2]), np.array([3, 1, 0]), 3)
+    ([2, 1, 1], [1, 1, 0])
+    """
+    if drafted.size > _LOOP_MAX:
+        succ, fail = position_counts(drafted, accepted, k_max)
+        return succ.tolist(), fail.tolist()
+    per_m, fail = [0] * (k_max + 1), [0] * (k_max + 1)
+    for d, a in zip(drafted.tolist(), accepted.tolist()):
+        per_m[a] += 1
+        if a < d:
+            fail[a] += 1
+    succ, above = [0] * k_max, 0
+    for i in range(k_max, 0, -1):
+        above += per_m[i]
+        succ[i - 1] = above
+    return succ, fail[:k_max]
+
+
 def expected_tokens(alpha: np.ndarray) -> np.ndarray:
     """E(K) = 1 + sum_{j<=K} prod_{i<=j} alpha_i for K = 0..len(alpha).
 

@@ -10,7 +10,6 @@ a snapshot that ``banditk prior import`` can turn into a prior.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -97,9 +96,3 @@ def run_demo(args: argparse.Namespace) -> int:
     save_snapshot(args.snapshot, gov, {"source": "banditk demo", "seed": args.seed})
     print(f"\nsnapshot written to {args.snapshot}; try: banditk prior show {args.snapshot}")
     return 0
-
-
-if __name__ == "__main__":
-    from banditk.tools.cli import main
-
-    sys.exit(main(["demo", *sys.argv[1:]]))

@@ -13,6 +13,8 @@ import pytest
 from hand_scheduler import answer_sampled as answer
 from hand_scheduler import async_scheduler, built_scheduler
 
+from banditk.adapter import event_timing
+
 pytestmark = pytest.mark.vllm
 
 K_MAX = 3
@@ -101,7 +103,7 @@ def test_a_prefix_hit_is_padded_to_the_governed_k_and_its_drafts_are_not_credite
         assert s2.num_scheduled_tokens["r2"] == 1 + k  # padded to the K of the drafts verified
         assert s2.scheduled_spec_decode_tokens["r2"] == [-1] * k
         # The placeholder row is not a prompt token: this step prefilled r2's last token only.
-        assert sch.banditk._prefill_of[sch.banditk._step_of[id(s2)]] == 1
+        assert sch.banditk.ledger.entry(event_timing.stamped_step(s2)).prefill == 1
     else:
         assert s2.num_scheduled_tokens["r2"] == 1  # nothing to pad to
         assert "r2" not in s2.scheduled_spec_decode_tokens

@@ -66,3 +66,33 @@ def test_log_write_failures_are_logged_once_and_again_when_they_recover(tmp_path
     assert "written again after 5 failed writes" in caplog.records[1].getMessage()
     log.close()
     assert [json.loads(x)["step"] for x in (tmp_path / "steps.jsonl").read_text().splitlines()] == [5, 6]
+
+
+def test_per_position_counts_are_the_position_by_position_tally():
+    """Counting each verification once by (drafted, accepted) gives what a tally of every
+    position of every verification gives."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    k = 4
+    t = Telemetry(k_max=k, request_history=2)
+    drafted_pp, accepted_pp, reached_pp = [0] * k, [0] * k, [0] * k
+    for _ in range(300):
+        verified = []
+        for r in range(int(rng.integers(1, 9))):
+            d = int(rng.integers(0, k + 3))  # above K_max too: counted up to K_max
+            a = int(rng.integers(0, d + 1))
+            verified.append((f"r{r}", d, a))
+            if d <= 0:
+                continue
+            dd, aa = min(d, k), min(a, min(d, k))
+            for i in range(dd):
+                drafted_pp[i] += 1
+            for i in range(aa):
+                accepted_pp[i] += 1
+            for i in range(aa + 1 if aa < dd else dd):
+                reached_pp[i] += 1
+        t.observe_requests(verified)
+    assert t.drafted_per_position.tolist() == drafted_pp
+    assert t.accepted_per_position.tolist() == accepted_pp
+    assert t.reached_per_position.tolist() == reached_pp

@@ -61,6 +61,20 @@ def test_async_scheduling_gets_the_async_twin(vllm_cpu, tiny_pair):
     assert cfg.scheduler_config.scheduler_cls == "banditk.adapter.scheduler.GovernedAsyncScheduler"
 
 
+def test_adaptive_verification_switched_on_by_another_route_is_refused_too(vllm_cpu, tiny_pair, monkeypatch):
+    from banditk.adapter import vllm_compat
+    from banditk.adapter.plugin import apply_to_vllm_config
+    from banditk.adapter.settings import parse_settings
+    from banditk.core.errors import ConfigError
+
+    cfg = engine_config(tiny_pair, base(tiny_pair))
+    cfg.speculative_config.num_speculative_tokens_per_batch_size = [[1, 16, 4]]
+    monkeypatch.setattr(vllm_compat, "adaptive_verification_enabled", lambda config: config is cfg)
+    with pytest.raises(ConfigError, match=r"enable_adaptive_verification=True: .* Run one of them"):
+        apply_to_vllm_config(cfg, parse_settings("bandit", {}))
+    assert cfg.scheduler_config.scheduler_cls is None  # refused before it picks the scheduler
+
+
 @pytest.mark.parametrize("is_async", [False, True])
 def test_per_request_key_selects_the_per_request_schedulers(vllm_cpu, tiny_pair, is_async):
     from banditk.adapter.plugin import apply_to_vllm_config
@@ -89,6 +103,10 @@ def test_per_request_key_selects_the_per_request_schedulers(vllm_cpu, tiny_pair,
         (
             {"governor": "bandit", "num_speculative_tokens_per_batch_size": [[1, 4, 2]]},
             r"both `governor` and `num_speculative_tokens_per_batch_size`",
+        ),
+        (
+            {"governor": "bandit", "enable_adaptive_verification": True},
+            r"enable_adaptive_verification=True: vLLM trims drafts in the worker .* Run one of them",
         ),
         (
             {"governor": "bandit", "governor_config": {"fallback_k": 5}},

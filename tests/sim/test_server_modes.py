@@ -417,7 +417,7 @@ def test_readme_sweep_table_shows_the_mode_and_the_piecewise_twin():
     lines = text.splitlines()
     assert (
         "| scenario | checks pass / fail | bandit mode | worst bandit / best fixed K "
-        "| worst bandit on V1 PIECEWISE / best fixed K | max oscillations / 1k steps | regret flat / prior | commit |"
+        "| worst bandit on V1 PIECEWISE (vLLM 0.33 only) / best fixed K | max oscillations / 1k steps | regret flat / prior | commit |"
     ) in lines
     assert "| a | 1 / 0 | MRv2 FULL | 0.98x | 0.86x | 1.0 | 1.00% / - | `abcdef0` |" in lines
     assert "| b | 0 / 0 | - | - | - | - | - / - | no provenance |" in lines
