@@ -35,7 +35,7 @@ THRESHOLDS: dict[str, dict[str, float]] = {
     },
 }
 
-PEERS = ("ucb", "peer:sglang", "peer:vllm-adaptive-k")
+PEERS = ("ucb", "peer:sglang", "peer:vllm-adaptive-k", "peer:vllm-adaptive-verification")
 
 
 def record(check: str, policy: str, point: str, value, threshold, passed, note: str = "") -> dict:

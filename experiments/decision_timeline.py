@@ -1,7 +1,7 @@
 """Every exploration and switch of one governed run, with what the governor saw when it chose.
 
     python experiments/decision_timeline.py --point dflash-laguna-gb10:24 --seed 0 --out results/timelines/x.md
-    python experiments/decision_timeline.py --noisy-clock 4 --variant front-loaded-looks --out ...
+    python experiments/decision_timeline.py --noisy-clock 4 --governor-config '{"revisit_spacing": 1}' --out ...
 
 A run is a simulator point as the protocol runs it (:mod:`banditk.sim.protocol`: 512-token
 prompts, 256 output tokens, 2,200 steps) or the noisy-clock test's run
@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
-import cell_strength_variant  # noqa: E402
 from oscillation_actions import governor_config, parse_point  # noqa: E402
 
 from banditk.governor import bandit as bandit_module  # noqa: E402
@@ -107,7 +106,7 @@ def markdown(report: dict) -> str:
         f"# Decision timeline: {report['run']}",
         "",
         f"Made by `experiments/decision_timeline.py` at commit `{report['provenance']['commit'][:7]}`"
-        + (f", variant `{report['variant']}`" if report["variant"] else ", the shipped governor")
+        + ", the shipped governor"
         + (f", governor config `{json.dumps(report['governor_config'])}`" if report["governor_config"] else "")
         + ".",
         "Cells in steps of the clock's current worth; wins: share of 64 draws in which the K beats the"
@@ -132,11 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--noisy-clock", type=int, metavar="SEED", help="the noisy-clock test's run with this seed")
     p.add_argument("--seed", type=int, default=0, help="the simulator point's seed (default 0)")
     p.add_argument("--governor-config", type=governor_config, default={}, metavar="JSON", help="GovernorConfig fields")
-    cell_strength_variant.add_argument(p)
     p.add_argument("--out", type=Path, required=True, help="the markdown file (a .json beside it)")
     args = p.parse_args(argv)
-    if args.variant:
-        cell_strength_variant.install(args.variant, with_defaults=True)
     with recorded() as rows:
         if args.point:
             name, c, policy = args.point
@@ -150,7 +146,6 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "provenance": provenance(),
         "run": run,
-        "variant": args.variant,
         "governor_config": args.governor_config,
         "decisions": len(rows),
         "events": events(rows),

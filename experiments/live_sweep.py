@@ -38,7 +38,6 @@ sys.path.insert(0, str(ROOT))
 #: Steps of warm-up before a point is measured: the simulator protocol's (banditk/sim/protocol.py).
 WARMUP_STEPS = 200
 
-from banditk.evaluation import THRESHOLDS, point_checks, summary  # noqa: E402
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
 from banditk.live.bench import Load, run_warm_then_measure, summarize  # noqa: E402
@@ -46,6 +45,9 @@ from banditk.live.policies import server_env_for, speculative_config  # noqa: E4
 from banditk.live.repeats import combine as repeats_combine  # noqa: E402
 from banditk.live.server import VllmServer  # noqa: E402
 from banditk.switch_counts import log_switches  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "experiments"))
+import live_judge  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -462,9 +464,9 @@ def main(argv=None) -> int:
     target, draft = build_models(args)
     # The code that measures is the code at the start: a commit made during a long sweep
     # must not be credited with it.
-    made_by = provenance()
+    made_by, judged_by = provenance(), live_judge.stamp()
     points = run_sweep(args, target, draft)
-    report = build_report(points, args, made_by)
+    report = {**build_report(points, args, made_by), "judged_by": judged_by}
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
     report["plots"] = plots(points, args.out)
     atomic_write_text(args.out / "report.json", json.dumps(report, indent=1) + "\n")
@@ -541,19 +543,11 @@ def collected_points(done_files: dict, repeats: int) -> list[dict]:
 
 
 def build_report(points: list[dict], args, made_by: dict) -> dict:
-    per_point: dict[str, dict[str, dict]] = {}
-    for p in points:
-        per_point.setdefault(f"C={p['concurrency']}", {})[p["policy"]] = p
-    checks = [
-        c
-        for subject in ("bandit", "bandit+prior")
-        for point, med in per_point.items()
-        if subject in med
-        for c in point_checks(med, point, "real", subject)
-    ]
+    """The report: the setup, the machine and the measured points, judged (experiments/live_judge.py)."""
+    judged = live_judge.verdicts(points)
     return {
         "protocol": "docs/evaluation.md, real-vLLM column",
-        "thresholds": THRESHOLDS["real"],
+        "thresholds": judged["thresholds"],
         "setup": {
             "target_layers": args.target_layers,
             "draft_layers": args.draft_layers,
@@ -577,8 +571,8 @@ def build_report(points: list[dict], args, made_by: dict) -> dict:
         "machine": versions(),
         "provenance": made_by,
         "points": points,
-        "checks": checks,
-        "summary": summary(checks),
+        "checks": judged["checks"],
+        "summary": judged["summary"],
     }
 
 

@@ -49,7 +49,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))  # its sibling scripts, also when loaded from a file path
 
-import cell_strength_variant  # noqa: E402
 
 from banditk.core.config import GovernorConfig  # noqa: E402
 from banditk.core.errors import ConfigError  # noqa: E402
@@ -236,7 +235,6 @@ def markdown(report: dict) -> str:
         "",
         f"Made by `experiments/oscillation_actions.py` at commit `{report['provenance']['commit'][:7]}`"
         + (f", governor config {json.dumps(report['governor_config'])}" if report["governor_config"] else "")
-        + (f", variant `{report['variant']}` (experiments/cell_strength_variant.py)" if report.get("variant") else "")
         + f"; seeds {report['seeds']}, {report['warmup']} warm-up + {report['measured']} measured steps.",
         "Per 1,000 decided steps after warm-up, pooled over seeds; the protocol allows 2.",
         "",
@@ -302,15 +300,12 @@ def main(argv=None) -> int:
         metavar="JSON",
         help="GovernorConfig fields to try instead of the defaults (a lever, measured)",
     )
-    cell_strength_variant.add_argument(p, "installed before the runs")
     p.add_argument("--quick", action="store_true", help=f"points {', '.join(QUICK_POINTS)}, seed 0 only")
     p.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "oscillation-actions", help="report folder")
     args = p.parse_args(argv)
     if args.workers < 1:
         p.error(f"--workers must be at least 1, got {args.workers}")
-    if args.variant:  # the workers are forked: they inherit it
-        cell_strength_variant.install(args.variant)
     proto = ProtocolConfig()
     seeds = [0] if args.quick else list(proto.seeds)
     if args.quick:
@@ -326,7 +321,7 @@ def main(argv=None) -> int:
     cfg = {"warmup": proto.warmup, "measured": proto.measured}
     jobs = [(n, c, pol, s, cfg, args.governor_config) for n, c, pol, _ in points for s in seeds]
     t0, results = time.time(), []
-    # Forked, as the protocol's pool is: the workers inherit an installed variant.
+    # Forked, as the protocol's pool is.
     ctx = mp.get_context("fork") if sys.platform.startswith("linux") else None
     with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
         for i, r in enumerate(pool.map(run_seed, jobs), 1):
@@ -349,7 +344,6 @@ def main(argv=None) -> int:
     report = {
         "provenance": provenance(),
         "governor_config": args.governor_config,
-        "variant": args.variant,
         "seeds": seeds,
         "warmup": cfg["warmup"],
         "measured": cfg["measured"],

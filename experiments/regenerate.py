@@ -10,7 +10,8 @@ Each step runs one experiment script as a subprocess, one at a time, in dependen
 priors report, whose CPU prior reads its profile). A failing step is reported and the run goes
 on; the exit code is 1 if any step failed. Every step's output is also logged to
 .cache/regenerate/<mode>/<step>.log. Last, experiments/readme_results.py rewrites README.md's
-results block from the reports (--no-readme leaves it).
+results block and docs/results.md, and experiments/docs_quotes.py the numbers docs/ quotes, from the
+reports (--no-readme leaves them).
 
 After a step, a report that records no provenance gets the tree's, taken before the step ran.
 A step's reports are also stamped with the hash of the banditk/ modules its script can import
@@ -47,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # This tree's banditk, not whichever an editable install points at (another checkout's).
 sys.path[:0] = [str(ROOT), str(ROOT / "experiments")]
 
+import live_judge  # noqa: E402
 import source_closure  # noqa: E402
 
 from banditk.io.provenance import provenance  # noqa: E402
@@ -81,6 +83,9 @@ class Step:
             source the report depends on; its reports are stamped with that closure's hash,
             so only a change inside it makes them stale. A step that starts vLLM adds the
             plugin's entry-point modules. None: the whole of banditk/.
+        judged: modules of the scope that only judge the measurement (live_judge.JUDGE_MODULES):
+            left out of the stamp, since the report's verdicts carry their own (``judged_by``).
+        reports: False for a step that writes pages or re-judges, not reports to stamp.
     """
 
     name: str
@@ -92,6 +97,8 @@ class Step:
     minutes: float | None = None
     note: str = ""
     scope: tuple[str, ...] | None = None
+    judged: tuple[str, ...] = ()
+    reports: bool = True
 
     def argv(self, quick: bool, quick_root: Path) -> list[str] | None:
         """The command line of this step, or None when the mode leaves it out."""
@@ -142,6 +149,9 @@ def sim_steps() -> list[Step]:
         Step("per-request-sim", "experiments/per_request_sim.py", ("--out", "results/per-request-sim"),
              ("--quick", "--workers", "1", "--out", "{q}/per-request-sim"), "results/per-request-sim", minutes=20,
              note="bandit-per-request against bandit and vLLM's adaptive verification on mixed requests"),
+        Step("data-parallel", "experiments/dp_sweep.py", ("--out", "results/data-parallel"),
+             ("--quick", "--workers", "1", "--out", "{q}/data-parallel"), "results/data-parallel", minutes=20,
+             note="ranks in lockstep with unequal loads, one K per step (the largest vote), against the best fixed K"),
         Step("graph-ladders", "experiments/graph_ladders.py", ("--with-gpu-wheel", "--out", "results/graph-ladders"),
              ("--out", "{q}/graph-ladders"), "results/graph-ladders", minutes=1,
              note="MRv2's decode ladders under banditk's table, vLLM #56136's shadowing before and after the mend"),
@@ -255,7 +265,26 @@ def live_steps() -> list[Step]:
              note="the split pair (requests accepting 90% and 30%), bandit-per-request next to bandit, each point "
              "the median of 3 runs (issue 16)"),
     ]  # fmt: skip
-    return [dataclasses.replace(s, scope=(*dict.fromkeys((s.script, *served)),)) for s in steps]
+    return [
+        dataclasses.replace(
+            s,
+            scope=(*dict.fromkeys((s.script, *served)),),
+            judged=live_judge.JUDGE_MODULES if s.script == LIVE_SWEEP else (),
+        )
+        for s in steps
+    ]
+
+
+#: The script whose reports experiments/live_judge.py judges.
+LIVE_SWEEP = "experiments/live_sweep.py"
+
+
+def live_judge_step() -> Step:
+    """Every live sweep report's verdicts made again from its points by this tree's checks: seconds,
+    where a new sweep takes hours (experiments/live_judge.py)."""
+    judged = tuple(s.writes for s in live_steps() if s.script == LIVE_SWEEP)
+    return Step("live-judge", "experiments/live_judge.py", judged, None, "", minutes=0.05, reports=False,
+                note="after a change to banditk/evaluation.py; the measurements stay as made")  # fmt: skip
 
 
 def overhead_step() -> Step:
@@ -317,20 +346,45 @@ def prior_steps(refit: bool) -> list[Step]:
 
 
 def readme_step() -> Step:
-    """The README's results block from the reports; quick mode prints it from the scratch reports."""
+    """The README's results block and docs/results.md; quick mode prints both from the scratch reports."""
     return Step(
-        "readme", "experiments/readme_results.py", (), ("--results", "{q}", "--print"), "README.md", minutes=0.01
+        "readme",
+        "experiments/readme_results.py",
+        (),
+        ("--results", "{q}", "--print"),
+        "README.md",
+        minutes=0.01,
+        reports=False,
     )
+
+
+def docs_step() -> Step:
+    """The numbers docs/ quotes from the reports (experiments/docs_quotes.py); not in quick mode,
+    which leaves results/ as committed."""
+    return Step("docs", "experiments/docs_quotes.py", (), None, "docs", minutes=0.01, reports=False)
+
+
+#: The steps that rewrite pages from whatever reports a run remade; --no-readme leaves them out.
+PAGE_STEPS = ("readme", "docs")
 
 
 def plan(refit_priors: bool = False) -> list[Step]:
     """Every step in the order it runs: producers before the steps that read their output."""
-    return [*live_steps(), live_noise_step(), *prior_steps(refit_priors), *sim_steps(), overhead_step(), readme_step()]
+    return [
+        *live_steps(),
+        live_noise_step(),
+        *prior_steps(refit_priors),
+        *sim_steps(),
+        overhead_step(),
+        live_judge_step(),
+        readme_step(),
+        docs_step(),
+    ]
 
 
 def step_for(report: str) -> str | None:
     """The step whose full-mode output holds ``report`` (relative to the root); the closest output wins."""
-    owners = [s for s in plan() if report == s.writes or report.startswith(s.writes + "/")]
+    owners = [s for s in plan() if s.reports and (report == s.writes or report.startswith(s.writes + "/"))]
     return max(owners, key=lambda s: len(s.writes)).name if owners else None
 
 
@@ -347,12 +401,12 @@ def select(steps: list[Step], only: str | None, skip_live: bool, no_readme: bool
             names = ", ".join(s.name for s in steps)
             raise ValueError(f"--only {','.join(unknown)}: no such step; the steps are: {names}")
         keep = [s for s in steps if any(fnmatch.fnmatch(s.name, p) for p in patterns)]
-        # The README block follows whatever reports a run remade.
-        steps = keep + [s for s in steps if s.name == "readme" and s not in keep]
+        # The README block and the docs' quotes follow whatever reports a run remade.
+        steps = keep + [s for s in steps if s.name in PAGE_STEPS and s not in keep]
     if skip_live:
         steps = [s for s in steps if "vllm" not in s.needs]
     if no_readme:
-        steps = [s for s in steps if s.name != "readme"]
+        steps = [s for s in steps if s.name not in PAGE_STEPS]
     return steps
 
 
@@ -439,6 +493,8 @@ def stamp_reports(step: Step, made_by: dict | None = None) -> list[Path]:
     """
     from banditk.io.atomic import atomic_write_text
 
+    if not step.reports:  # a page or a judgement: nothing under it is a report
+        return []
     now = provenance()
     made_by = made_by if made_by == now else None
     stamp, out = None, []
@@ -460,14 +516,15 @@ def stamp_reports(step: Step, made_by: dict | None = None) -> list[Path]:
             made["started_on_dirty"], made["commit"], made["dirty"] = made.get("commit"), now["commit"], False
             changed = True
         ours = same_sources and made.get("dirty") is False
-        if not ours and step.scope is not None and _clean_unstamped_of(made, now["commit"]):
+        if not ours and step.scope is not None and _clean_stamp_due(made, now["commit"], step.judged):
             # Made by a clean earlier commit (the tree moved on outside the step's closure while
-            # it ran): stamp the closure of that commit, which the staleness check compares.
-            at = source_closure.stamp_at(made["commit"], step.scope, made.get("sources_sha256"))
+            # it ran), or stamped before the step left its judging modules out: stamp the
+            # closure of that commit, which the staleness check compares.
+            at = source_closure.stamp_at(made["commit"], step.scope, made.get("sources_sha256"), exclude=step.judged)
             if at is not None:
                 made["closure"], changed = at, True
         if ours and step.scope is not None:
-            stamp = stamp or source_closure.stamp_for(step.scope)
+            stamp = stamp or source_closure.stamp_for(step.scope, exclude=step.judged)
             changed |= made.get("closure") != stamp
             made["closure"] = stamp
         if changed:
@@ -476,14 +533,17 @@ def stamp_reports(step: Step, made_by: dict | None = None) -> list[Path]:
     return out
 
 
-def _clean_unstamped_of(made: object, commit_now: str) -> bool:
-    """A report's provenance from a clean tree of another known commit, with no closure stamp."""
-    return (
+def _clean_stamp_due(made: object, commit_now: str, judged: tuple[str, ...] = ()) -> bool:
+    """A report's provenance from a clean tree of another known commit whose closure stamp is
+    missing, or does not leave out the step's judging modules (``judged``)."""
+    if not (
         isinstance(made, dict)
         and made.get("dirty") is False
-        and "closure" not in made
         and made.get("commit") not in (None, "unknown", commit_now)
-    )
+    ):
+        return False
+    stamp = made.get("closure")
+    return not isinstance(stamp, dict) or stamp.get("excluded", []) != list(judged)
 
 
 def json_indent(text: str) -> int | None:
@@ -522,7 +582,7 @@ def run_steps(steps: list[Step], quick: bool, quick_root: Path) -> list[tuple[St
             return done
         secs = time.monotonic() - t0
         status = "ok" if rc == 0 else f"FAILED: exit {rc}, log {log.relative_to(ROOT)}"
-        if rc == 0 and not quick:
+        if rc == 0 and not quick and s.reports:
             stamped = stamp_reports(s, made_by)
             status += f", {len(stamped)} report(s) stamped with what made them" if stamped else ""
         print(f"{head} {s.name}: {status} in {secs / 60:.1f} min", flush=True)
@@ -551,7 +611,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", metavar="NAME[,NAME]", help="run these steps only (patterns, e.g. 'sweep-*'); see --list")
     p.add_argument("--skip-live", action="store_true", help="leave out the steps that start vLLM (marked vllm)")
     p.add_argument("--refit-priors", action="store_true", help="full mode: refit the shipped priors in priors/ too")
-    p.add_argument("--no-readme", action="store_true", help="do not rewrite README.md's results block afterwards")
+    p.add_argument(
+        "--no-readme",
+        action="store_true",
+        help="do not rewrite README.md's results block, docs/results.md and the docs' quotes afterwards",
+    )
     p.add_argument("--list", action="store_true", help="list the steps (commands, outputs, minutes) and exit")
     p.add_argument("--dry-run", action="store_true", help="print the commands the run would execute and exit")
     p.add_argument(
@@ -588,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.stamp:
         for s in steps:
-            for path in stamp_reports(s):
+            for path in stamp_reports(s) if s.reports else []:
                 print(f"{s.name}: stamped {path.relative_to(ROOT)}")
         return 0
     t0 = time.monotonic()

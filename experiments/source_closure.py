@@ -177,10 +177,18 @@ def closure_sha256(files: list[Path], root: Path = ROOT) -> str:
     return h.hexdigest()
 
 
-def stamp_for(entries: tuple[str, ...], root: Path = ROOT) -> dict:
-    """``{"entries", "files", "sha256"}`` of entry scripts (relative to ``root``), for a report's provenance."""
-    files = sorted({f for entry in entries for f in closure(root / entry, root)})
-    return {"entries": list(entries), "files": len(files), "sha256": closure_sha256(files, root)}
+def stamp_for(entries: tuple[str, ...], root: Path = ROOT, exclude: tuple[str, ...] = ()) -> dict:
+    """``{"entries", "files", "sha256"}`` of entry scripts (relative to ``root``), for a report's provenance.
+
+    ``exclude`` (files relative to ``root``) leaves out modules that judge a measurement and take
+    no part in it: a live report's verdicts carry their own stamp (experiments/live_judge.py), so
+    a change to the protocol's checks re-judges the report instead of remaking it. The stamp
+    lists them under ``excluded``.
+    """
+    skip = {root / e for e in exclude}
+    files = sorted({f for entry in entries for f in closure(root / entry, root)} - skip)
+    stamp = {"entries": list(entries), "files": len(files), "sha256": closure_sha256(files, root)}
+    return {**stamp, "excluded": list(exclude)} if exclude else stamp
 
 
 def extract_commit(commit: str, dest: Path, root: Path = ROOT) -> bool:
@@ -196,8 +204,10 @@ def extract_commit(commit: str, dest: Path, root: Path = ROOT) -> bool:
     return True
 
 
-def stamp_at(commit: str, entries: tuple[str, ...], sources_sha256: str, root: Path = ROOT) -> dict | None:
-    """The stamp of ``entries`` in the tree of ``commit``, for a report made there.
+def stamp_at(
+    commit: str, entries: tuple[str, ...], sources_sha256: str, root: Path = ROOT, exclude: tuple[str, ...] = ()
+) -> dict | None:
+    """The stamp of ``entries`` (less ``exclude``) in the tree of ``commit``, for a report made there.
 
     None when git does not know ``commit``, or when that commit's banditk/ does not hash to
     ``sources_sha256`` (the report's): then the commit is not what made the report.
@@ -207,4 +217,4 @@ def stamp_at(commit: str, entries: tuple[str, ...], sources_sha256: str, root: P
     with tempfile.TemporaryDirectory() as tmp:
         if not extract_commit(commit, Path(tmp), root) or package_sha256(Path(tmp) / PACKAGE) != sources_sha256:
             return None
-        return stamp_for(entries, Path(tmp))
+        return stamp_for(entries, Path(tmp), exclude)

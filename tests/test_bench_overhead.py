@@ -106,3 +106,7 @@ def test_the_readme_section_quotes_each_batch_and_names_what_missed_its_target(t
     assert [int(r.split("|")[1]) for r in rows] == list(bench.BATCHES)
     assert rows[0].endswith("| 50 / 100 us = 0.50 |") and rows[1].endswith("| - |")
     assert text.endswith("Over target: B=1 engine banditk / vLLM scheduler 0.5 > 0.25.")
+    line = readme.summarize_overhead(report, "results/overhead/report.json")
+    assert "(`results/overhead/report.json`, " in line and "targets: 1 pass, 1 fail, 0 not run" in line
+    assert f"p50 at B = {min(bench.BATCHES)}-{max(bench.BATCHES)}" in line
+    assert line.endswith("banditk's time per step is 0.50 of vLLM's scheduler's at B = 1.")

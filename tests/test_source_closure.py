@@ -79,6 +79,21 @@ def test_stamp_hash_moves_with_a_closure_file_and_not_with_others(tree):
     assert after["sha256"] != before["sha256"] and after["files"] == before["files"] == 5
 
 
+def test_an_excluded_module_leaves_the_stamp_and_is_listed(tree):
+    """A measuring step's stamp leaves out the modules that only judge (experiments/live_judge.py)."""
+    write(tree, "banditk/judge.py", "")
+    write(tree, "experiments/script.py", "import banditk.sim.run\nimport banditk.judge\n")
+    entries, judged = ("experiments/script.py",), ("banditk/judge.py",)
+    whole, measured = sc.stamp_for(entries, tree), sc.stamp_for(entries, tree, judged)
+    assert measured["excluded"] == ["banditk/judge.py"] and "excluded" not in whole
+    assert measured["files"] == whole["files"] - 1
+    write(tree, "banditk/judge.py", "THRESHOLD = 0.96\n")
+    assert sc.stamp_for(entries, tree, judged) == measured
+    assert sc.stamp_for(entries, tree)["sha256"] != whole["sha256"]
+    write(tree, "banditk/core/errors.py", "class Boom(Exception): ...\n")  # measuring code: it moves
+    assert sc.stamp_for(entries, tree, judged)["sha256"] != measured["sha256"]
+
+
 def test_a_new_import_changes_the_stamp(tree):
     write(tree, "experiments/script.py", "import banditk.sim.run\n")
     before = sc.stamp_for(("experiments/script.py",), tree)

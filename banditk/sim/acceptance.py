@@ -8,6 +8,10 @@ prefix of positions whose independent Bernoulli(alpha_i) trials succeed. A scena
 several populations first draws each request's population by weight
 (:func:`draw_mixture_acceptance`). A request whose verification was cut to its first t drafts
 (:func:`sample_accepted` with ``allotted``) accepts the longest prefix among those t.
+The simulator draws each trial from one uniform per (request, output position), fixed when the
+request arrives (:func:`accepted_from_uniforms`): whatever K a policy drafts, a draft at that
+position meets the same uniform, so policies compared at one seed differ by their choices, not
+by their draws (common random numbers).
 """
 
 from __future__ import annotations
@@ -93,6 +97,25 @@ def sample_accepted(
     if k <= 0 or n == 0:
         return np.zeros(n, dtype=np.int64)
     ok = rng.random((n, k)) < alpha[:, :k]
+    if allotted is not None:
+        ok &= np.arange(k) < np.asarray(allotted)[:, None]
+    return np.cumprod(ok, axis=1).sum(axis=1).astype(np.int64)
+
+
+def accepted_from_uniforms(alpha: np.ndarray, u: np.ndarray, allotted: np.ndarray | None = None) -> np.ndarray:
+    """Accepted drafts per request, from one uniform per draft (``u``, shape (n, K)): draft j is
+    accepted when its uniform is below ``alpha[:, j]``, and a request accepts the longest such
+    prefix (of its first ``allotted`` drafts, where given).
+
+    >>> accepted_from_uniforms(np.array([[0.9, 0.5], [0.9, 0.5]]), np.array([[0.2, 0.7], [0.2, 0.1]])).tolist()
+    [1, 2]
+    >>> accepted_from_uniforms(np.array([[0.9, 0.5]]), np.array([[0.2, 0.1]]), np.array([1])).tolist()
+    [1]
+    """
+    n, k = u.shape
+    if k == 0 or n == 0:
+        return np.zeros(n, dtype=np.int64)
+    ok = u < alpha[:, :k]
     if allotted is not None:
         ok &= np.arange(k) < np.asarray(allotted)[:, None]
     return np.cumprod(ok, axis=1).sum(axis=1).astype(np.int64)

