@@ -173,7 +173,9 @@ class GovernorRuntime:
             if scheduler_output.total_num_scheduled_tokens <= 0:
                 return  # the model does not run: nothing to decide or credit
             # The decoders, their context tokens (prompt + generated) and scheduled tokens, in one pass.
-            decoding, context_tokens, decode_tokens = vllm_compat.decoding_requests(scheduler, scheduler_output)
+            decoding, context_tokens, decode_tokens, prompts_left = vllm_compat.decoding_requests(
+                scheduler, scheduler_output
+            )
             # Prompt tokens computed in this step (chunked prefill): their time is not K's.
             prefill = int(scheduler_output.total_num_scheduled_tokens) - decode_tokens
             padded = vllm_compat.padded_request_ids(scheduler_output)
@@ -189,7 +191,7 @@ class GovernorRuntime:
                 # A prefill-only step asks the policy too (B = 0): requests finishing their
                 # prompt get drafts, and a table gives the K vLLM's table would.
                 k, decision, fallback = self._select(
-                    scheduler, scheduler_output, len(decoding), context_tokens, prefill
+                    scheduler, scheduler_output, len(decoding), context_tokens, prefill, prompts_left
                 )
                 self.last_k = k
                 vllm_compat.set_num_spec_tokens(scheduler_output, k)
@@ -218,7 +220,13 @@ class GovernorRuntime:
                 pass
 
     def _select(
-        self, scheduler: Any, scheduler_output: Any, num_decoding: int, context_tokens: int = 0, prefill: int = 0
+        self,
+        scheduler: Any,
+        scheduler_output: Any,
+        num_decoding: int,
+        context_tokens: int = 0,
+        prefill: int = 0,
+        prompts_left: int = 0,
     ) -> tuple[int, Any, str | None]:
         """(K, the policy's decision, None) or (fallback K, None, why the fallback was used)."""
         kv, queue = vllm_compat.kv_usage(scheduler), vllm_compat.queue_len(scheduler)
@@ -236,7 +244,7 @@ class GovernorRuntime:
                 kv_usage=kv,
                 queue_len=queue,
                 num_scheduled=len(scheduler_output.num_scheduled_tokens),
-                prefill_tokens=vllm_compat.next_step_prefill_tokens(scheduler, scheduler_output)
+                prefill_tokens=vllm_compat.next_step_prefill_tokens(scheduler, prompts_left)
                 if self._wants_prefill_hint
                 else 0,
                 context_tokens=context_tokens,

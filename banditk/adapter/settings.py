@@ -91,7 +91,9 @@ class AdapterSettings:
             ``governor_config.k_set`` when that leaves K_max out).
         state_log_interval_s: seconds between state lines in vLLM's log (0: never).
         drafter_class: overrides the class derived from vLLM's ``method``.
-        request_history: per-request acceptance records kept (bounded ring).
+        request_history: per-request acceptance records kept (bounded ring); 0, the default,
+            keeps none: nothing reads them but an operator debugging one request, and they cost
+            a dictionary lookup and an append per request per step.
         slow_call_ms: the governor's budget per step (``select`` plus the previous
             ``observe``); a step over it is a fault, and a few in a row make the runtime
             use the fallback K and bypass the governor for a while
@@ -114,7 +116,7 @@ class AdapterSettings:
     fallback_k: int | None = None
     state_log_interval_s: float = 30.0
     drafter_class: str | None = None
-    request_history: int = 32
+    request_history: int = 0
     slow_call_ms: float = 10.0
     per_request: bool = False
     k_max: int | None = None
@@ -257,7 +259,7 @@ def parse_settings(governor: Any, governor_config: Any) -> AdapterSettings:
             kw["telemetry_log_backups"], "governor_config.telemetry_log_backups", 0, 100
         )
     if "request_history" in kw:
-        kw["request_history"] = _check_int(kw["request_history"], "governor_config.request_history", 1, 100_000)
+        kw["request_history"] = _check_int(kw["request_history"], "governor_config.request_history", 0, 100_000)
     if "slow_call_ms" in kw:
         v = kw["slow_call_ms"]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:

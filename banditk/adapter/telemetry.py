@@ -2,7 +2,7 @@
 
 - totals and per-position acceptance, the same numbers vLLM's spec-decoding
   metrics count (both come from ``make_spec_decoding_stats``);
-- per-request acceptance history: a bounded ring per live request, evicted
+- per-request acceptance history (off unless asked for): a bounded ring per live request, evicted
   when the request leaves the scheduler;
 - step, draft and target durations, and the share of step time in draft,
   verify (target) and the rest;
@@ -123,7 +123,7 @@ class RotatingJsonl:
 class Telemetry:
     """Counters and bounded histories kept by the governed scheduler."""
 
-    def __init__(self, k_max: int, request_history: int = 32) -> None:
+    def __init__(self, k_max: int, request_history: int = 0) -> None:
         self.k_max = k_max
         self._hist_len = request_history
         self._requests: dict[str, deque] = {}
@@ -166,6 +166,8 @@ class Telemetry:
             self.num_accepted_tokens += accepted
             d = drafted if drafted < k else k
             pairs[d * width + (accepted if accepted < d else d)] += 1
+            if not hist_len:
+                continue
             hist = requests.get(req_id)
             if hist is None:
                 hist = requests[req_id] = deque(maxlen=hist_len)

@@ -402,29 +402,37 @@ def decoding_request_ids(scheduler: Any, scheduler_output: Any) -> list[str]:
     return decoding_requests(scheduler, scheduler_output)[0]
 
 
-def decoding_requests(scheduler: Any, scheduler_output: Any) -> tuple[list[str], int, int]:
-    """The decoding requests of :func:`decoding_request_ids`, their context tokens and the
-    tokens they are scheduled, in one pass.
+def decoding_requests(scheduler: Any, scheduler_output: Any) -> tuple[list[str], int, int, int]:
+    """The decoding requests of :func:`decoding_request_ids`, their context tokens, the tokens
+    they are scheduled, and the prompt tokens the other scheduled requests leave for later
+    steps, in one pass over the step (the scheduler's hot path: no call per request).
 
-    The context tokens are summed over the decoding requests with :func:`request_context_tokens`;
-    0 (unknown) where a request does not expose what it needs. Call before ``_update_after_schedule``.
+    The context tokens are summed over the decoding requests as :func:`request_context_tokens`
+    counts them; 0 (unknown) where a request does not expose what it needs. Call before
+    ``_update_after_schedule``.
     """
     spec = scheduler_output.scheduled_spec_decode_tokens
     requests = scheduler.requests
     out = []
-    context = tokens = 0
+    context = tokens = prompts_left = 0
     for req_id, n in scheduler_output.num_scheduled_tokens.items():
         req = requests.get(req_id)
         if req is None:
             continue
-        computed = req.num_computed_tokens
-        if computed >= req.num_prompt_tokens and n <= 1 + len(spec.get(req_id, ())):
+        computed, prompt = req.num_computed_tokens, req.num_prompt_tokens
+        if computed < prompt:  # a prompt chunk: what it leaves goes to a later step
+            if computed + n < prompt:
+                prompts_left += prompt - computed - n
+        elif n <= 1 + len(spec.get(req_id, ())):
             out.append(req_id)
             tokens += n
             if context >= 0:  # one unknown request makes the sum unknown
-                c = request_context_tokens(req, computed)
-                context = context + c if c > 0 else -1
-    return out, max(context, 0), tokens
+                try:
+                    c = computed - (getattr(req, "num_output_placeholders", 0) or 0) + 1
+                except Exception:
+                    c = 0
+                context = context + c if type(c) is int and c > 0 else -1
+    return out, max(context, 0), tokens, prompts_left
 
 
 def request_context_tokens(req: Any, computed: Any = None) -> int:
@@ -449,21 +457,17 @@ def request_context_tokens(req: Any, computed: Any = None) -> int:
         return 0
 
 
-def next_step_prefill_tokens(scheduler: Any, scheduler_output: Any) -> int:
-    """Prompt tokens the next step will likely compute: the rest of prompts whose chunk
-    this step does not finish, and the waiting queue, within the step's token budget.
+def next_step_prefill_tokens(scheduler: Any, prompts_left: int) -> int:
+    """Prompt tokens the next step will likely compute: ``prompts_left``, the rest of prompts
+    whose chunk this step does not finish (:func:`decoding_requests`), and the waiting queue,
+    within the step's token budget.
 
     The drafts proposed after this step are verified next to them. Requests that arrive
     in between are not known yet, so this is a lower bound. Call before
     ``_update_after_schedule``; returns 0 where the scheduler's shape is not the expected one.
     """
     try:
-        requests = scheduler.requests
-        left = 0
-        for req_id, n in scheduler_output.num_scheduled_tokens.items():
-            req = requests.get(req_id)
-            if req is not None and req.num_computed_tokens + n < req.num_prompt_tokens:
-                left += req.num_prompt_tokens - req.num_computed_tokens - n
+        left = prompts_left
         for req in scheduler.waiting:
             left += max(int(req.num_tokens) - int(req.num_computed_tokens), 0)
         return int(min(left, int(scheduler.max_num_scheduled_tokens)))

@@ -39,17 +39,18 @@ def test_context_is_prompt_plus_generated_of_decoders_only():
         e=SimpleNamespace(num_prompt_tokens=40, num_computed_tokens=0),  # recomputed after preemption
     )
     out = FakeOutput({"a": 4, "b": 1, "c": 64, "d": 20, "e": 60}, {"a": [7, 7, 7]})
-    ids, ctx, tokens = vllm_compat.decoding_requests(sch, out)
+    ids, ctx, tokens, prompts_left = vllm_compat.decoding_requests(sch, out)
     assert ids == ["a", "b"] and ctx == 110 + 51 and tokens == 4 + 1
+    assert prompts_left == 300 - 128 - 64  # c's rest of its prompt; d and e finish theirs
     assert vllm_compat.decoding_request_ids(sch, out) == ids
-    assert vllm_compat.decoding_requests(sch, FakeOutput({"c": 64, "d": 20})) == ([], 0, 0)
+    assert vllm_compat.decoding_requests(sch, FakeOutput({"c": 64, "d": 20})) == ([], 0, 0, 108)
 
 
 def test_async_placeholders_are_not_counted():
     # Async layout: num_computed_tokens also counts the previous step's token and its 2 drafts,
     # in flight (unverified), which num_output_placeholders counts too.
     req = SimpleNamespace(num_prompt_tokens=100, num_computed_tokens=109 + 3, num_output_placeholders=3)
-    ids, ctx, _ = vllm_compat.decoding_requests(fake_scheduler(a=req), FakeOutput({"a": 3}, {"a": [-1, -1]}))
+    ids, ctx, *_ = vllm_compat.decoding_requests(fake_scheduler(a=req), FakeOutput({"a": 3}, {"a": [-1, -1]}))
     assert ids == ["a"] and ctx == 110
     assert vllm_compat.request_context_tokens(req) == 110
 
@@ -61,9 +62,9 @@ def test_missing_or_broken_attributes_give_zero_not_an_error():
     assert vllm_compat.request_context_tokens(broken) == 0
     ok = SimpleNamespace(num_prompt_tokens=5, num_computed_tokens=9)
     # One request whose context is unknown makes the sum unknown (0), the decoders are still found.
-    ids, ctx, _ = vllm_compat.decoding_requests(fake_scheduler(a=ok, b=broken), FakeOutput({"a": 1, "b": 1}))
+    ids, ctx, *_ = vllm_compat.decoding_requests(fake_scheduler(a=ok, b=broken), FakeOutput({"a": 1, "b": 1}))
     assert ids == ["a", "b"] and ctx == 0
-    assert vllm_compat.decoding_requests(fake_scheduler(a=ok), FakeOutput({"a": 1})) == (["a"], 10, 1)
+    assert vllm_compat.decoding_requests(fake_scheduler(a=ok), FakeOutput({"a": 1})) == (["a"], 10, 1, 0)
 
 
 def test_runtime_puts_the_context_in_the_step_context():

@@ -69,11 +69,17 @@ def test_dashed_keys_are_accepted():
         ),
         ("bandit", {"k_max": 3}, r"governor_config.k_max is set by vLLM's speculative config"),
         ("bandit", {"drafter_class": "warp"}, r"Unknown governor_config.drafter_class='warp'"),
+        ("bandit", {"request_history": -1}, r"request_history must be an integer in \[0, 100000\], got -1"),
     ],
 )
 def test_bad_settings_name_field_and_value(governor, config, match):
     with pytest.raises(ConfigError, match=match):
         parse_settings(governor, config)
+
+
+def test_request_history_is_off_unless_asked_for():
+    assert parse_settings("bandit", {}).request_history == 0
+    assert parse_settings("bandit", {"request_history": 8}).request_history == 8
 
 
 def test_governor_config_without_governor_is_an_error():

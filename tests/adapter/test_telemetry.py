@@ -96,3 +96,11 @@ def test_per_position_counts_are_the_position_by_position_tally():
     assert t.drafted_per_position.tolist() == drafted_pp
     assert t.accepted_per_position.tolist() == accepted_pp
     assert t.reached_per_position.tolist() == reached_pp
+
+
+def test_request_history_is_off_by_default_and_the_counts_still_add_up():
+    t = Telemetry(k_max=2)
+    t.observe_requests([("a", 2, 1), ("b", 1, 1)])
+    assert t.num_tracked_requests == 0 and t.request_history("a") == []
+    assert (t.num_drafts, t.num_draft_tokens, t.num_accepted_tokens) == (2, 3, 2)
+    assert t.accepted_per_position.tolist() == [2, 0]
