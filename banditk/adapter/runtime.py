@@ -390,20 +390,15 @@ class GovernorRuntime:
         prev, k_max = c.prev, self.k_max
         own_draft_s = self._draft_s(prev) if draft_s is None else draft_s
         duration = decision_cost(c.cycle_s, next_draft_s, own_draft_s)
-        drafted, accepted, seen = [], [], set()
-        for req_id, d, a in c.verified:
-            d = 0 if d < 0 else (d if d < k_max else k_max)
-            drafted.append(d)
-            accepted.append(0 if a < 0 else (a if a < d else d))
-            seen.add(req_id)
+        verified, scheduled = c.verified, c.scheduled
+        drafted = [0 if d < 0 else d if d < k_max else k_max for _, d, _ in verified]
+        accepted = [0 if a < 0 else a if a < d else d for (_, _, a), d in zip(verified, drafted)]
         # Requests that decoded at the decision and are still running but verified no
         # drafts (truncated near max_model_len, or K = 0) count as drafting nothing.
-        for r in prev.decoding:
-            if r not in seen and r in c.scheduled:
-                drafted.append(0)
-                accepted.append(0)
-        drafted = np.array(drafted, dtype=np.int64)
-        accepted = np.array(accepted, dtype=np.int64)
+        seen = {r for r, _, _ in verified}
+        silent = sum(1 for r in prev.decoding if r not in seen and r in scheduled)
+        drafted = np.array(drafted + [0] * silent if silent else drafted, dtype=np.int64)
+        accepted = np.array(accepted + [0] * silent if silent else accepted, dtype=np.int64)
         outcome = StepOutcome(
             drafted,
             accepted,

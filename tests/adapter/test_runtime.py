@@ -219,7 +219,7 @@ def test_idle_engine_flushes_snapshot_and_evicts_histories(tmp_path):
 
     gov = BanditGovernor(GovernorConfig(drafter_class="draft_model", k_max=3))
     snap = tmp_path / "snap.json"
-    rt = make_runtime(gov, snapshot_path=str(snap), snapshot_interval_s=0)
+    rt = make_runtime(gov, snapshot_path=str(snap), snapshot_interval_s=0, request_history=4)
     sch = FakeScheduler()
     sch.add("a", 4, 4)
     for _ in range(3):
