@@ -35,7 +35,7 @@ import functools
 import logging
 import os
 
-from banditk.adapter import vllm_compat
+from banditk.adapter import data_parallel, vllm_compat
 from banditk.adapter.settings import ADDITIONAL_CONFIG_KEY, AdapterSettings, split_speculative_config
 from banditk.core.errors import ConfigError
 
@@ -43,6 +43,9 @@ logger = logging.getLogger("vllm.banditk")
 
 #: Set in the front end when a governor is on; spawned workers inherit it and time forwards.
 WORKER_TIMING_ENV = "BANDITK_WORKER_TIMING"
+#: Set in the front end when adaptive verification trims the governor's drafts; workers then
+#: read back what it admitted (:mod:`.admitted_drafts`).
+ADMITTED_DRAFTS_ENV = "BANDITK_ADMITTED_DRAFTS"
 
 #: The scheduler vLLM is handed, by (per-request verification, async scheduling).
 SCHEDULER_QUALNAMES = {
@@ -75,6 +78,10 @@ def register() -> None:
         )
         return
     try:
+        data_parallel.install()  # a governed dense model keeps dynamic K on every rank
+    except Exception as e:  # vLLM's own rule then stands: dynamic K off under data parallelism
+        logger.warning("banditk: cannot keep dynamic K under data parallelism (%s: %s).", type(e).__name__, e)
+    try:
         vllm_compat.install_full_graphs_for_every_k()  # 0.34: in every process that plans graphs
     except Exception as e:  # the governed server then captures vLLM's own plan
         logger.warning("banditk: full graphs for every K unavailable (%s: %s).", type(e).__name__, e)
@@ -83,14 +90,17 @@ def register() -> None:
 
 
 def _install_worker_hooks() -> None:
-    """The forward timers (CPU clocks or MRv2's CUDA events) and the graph-ladder mend; never fatal."""
-    from banditk.adapter import event_timing, graph_mode, worker_timing
+    """The forward timers (CPU clocks or MRv2's CUDA events), the graph-ladder mend and, under
+    adaptive verification, the admitted-draft counts; never fatal."""
+    from banditk.adapter import admitted_drafts, event_timing, graph_mode, worker_timing
 
-    hooks = (
+    hooks = [
         ("forward timers", worker_timing.install),
         ("CUDA-event timers", event_timing.install),
         ("graph-ladder mend", graph_mode.install),
-    )
+    ]
+    if os.environ.get(ADMITTED_DRAFTS_ENV) == "1":
+        hooks.append(("admitted-draft counts", admitted_drafts.install))
     for what, install in hooks:
         try:
             install()
@@ -127,8 +137,8 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
             f"({norm['num_speculative_tokens_per_batch_size']!r}); the governor chooses K itself. "
             'Use "governor": "table:[[lo,hi,K],...]" to run a table through banditk.'
         )
-    if norm.get("enable_adaptive_verification"):
-        raise adaptive_verification_refused(norm["enable_adaptive_verification"])
+    if norm.get("enable_adaptive_verification") and settings.per_request:
+        raise per_request_with_adaptive_verification(norm["enable_adaptive_verification"])
     k_max = norm.get("num_speculative_tokens")
     method = norm.get("method")
     if isinstance(k_max, int) and not isinstance(k_max, bool) and k_max > 0:
@@ -147,14 +157,13 @@ def _prepare_engine_args(engine_args, clean: dict, settings: AdapterSettings) ->
     }
 
 
-def adaptive_verification_refused(value: object) -> ConfigError:
-    """Why the governor does not run under vLLM's adaptive verification, and what to run instead."""
+def per_request_with_adaptive_verification(value: object) -> ConfigError:
+    """Why per-request verification and vLLM's adaptive verification do not run together."""
     return ConfigError(
-        f"speculative_config sets `governor` and enable_adaptive_verification={value!r}: vLLM trims drafts in "
-        "the worker and counts a trimmed draft as rejected, so banditk would learn acceptance too low and "
-        "choose K too shallow. Run one of them: drop `governor` for adaptive verification alone, or drop "
-        "`enable_adaptive_verification` for banditk (docs/operations.md, 'banditk and vLLM's adaptive "
-        "verification')."
+        f"governor_config.per_request is true and enable_adaptive_verification={value!r}: both choose which "
+        "of each request's drafts are verified within one budget a step, so one would undo the other. Run "
+        "banditk's K with adaptive verification (drop `per_request`), or per-request verification alone (drop "
+        "`enable_adaptive_verification`) (docs/operations.md, 'banditk and vLLM's adaptive verification')."
     )
 
 
@@ -205,9 +214,12 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
     validate(resolved)
     if not vllm_compat.dynamic_k_enabled(vllm_config):
         if vllm_compat.data_parallel_size(vllm_config) > 1:
-            # vLLM turns dynamic K off under data parallelism (ranks must agree on K);
-            # the governed scheduler then leaves K alone.
-            logger.warning("banditk: vLLM disables dynamic K with data parallelism; the governor will observe only.")
+            # A MoE model's ranks step in lockstep and must draft one K: vLLM keeps its switch-off
+            # there (banditk.adapter.data_parallel), and the governed scheduler leaves K alone.
+            logger.warning(
+                "banditk: vLLM disables dynamic K with data parallelism on a MoE model (its ranks run in "
+                "lockstep and must draft the same K); the governor will observe only."
+            )
         else:
             # num_speculative_tokens came from the draft model's config, not the dict:
             # switch dynamic K on now (the scheduler reads the table when it starts).
@@ -217,10 +229,23 @@ def apply_to_vllm_config(vllm_config, settings: AdapterSettings) -> AdapterSetti
                 "not in speculative_config); on GPU prefer setting it explicitly.",
                 k_max,
             )
-    if vllm_compat.adaptive_verification_enabled(vllm_config):  # switched on by another route than the dict
-        raise adaptive_verification_refused(True)
+    if vllm_compat.adaptive_verification_enabled(vllm_config):
+        if resolved.per_request:  # switched on by another route than the dict
+            raise per_request_with_adaptive_verification(True)
+        vllm_compat.check_adaptive_verification_shape()  # before any model loads
+        os.environ[ADMITTED_DRAFTS_ENV] = "1"
     _settle_server_mode(vllm_config, resolved)
-    vllm_compat.additional_config(vllm_config)[ADDITIONAL_CONFIG_KEY] = resolved.to_dict()
+    dp = vllm_compat.data_parallel_size(vllm_config)
+    vllm_compat.additional_config(vllm_config)[ADDITIONAL_CONFIG_KEY] = {
+        **resolved.to_dict(),
+        data_parallel.DP_SIZE_KEY: dp,
+    }
+    if dp > 1 and vllm_compat.dynamic_k_enabled(vllm_config):
+        logger.info(
+            "banditk: %d data-parallel ranks, each an independent engine (a dense model): each rank's governor "
+            "steers its own K; snapshots and telemetry logs are written per rank (<name>.rank<i><suffix>).",
+            dp,
+        )
     qualname = SCHEDULER_QUALNAMES[resolved.per_request, bool(vllm_compat.async_scheduling(vllm_config))]
     vllm_compat.set_scheduler_cls(vllm_config, qualname)
     os.environ[WORKER_TIMING_ENV] = "1"

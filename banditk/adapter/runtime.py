@@ -17,6 +17,7 @@ growing number of steps (:mod:`.breaker`).
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import time
 import weakref
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from banditk.adapter import event_timing, vllm_compat, worker_timing
+from banditk.adapter import admitted_drafts, data_parallel, event_timing, vllm_compat, worker_timing
 from banditk.adapter.breaker import SlowCallBreaker
 from banditk.adapter.draft_times import DraftTimes
 from banditk.adapter.graph_mode import server_mode_of
@@ -103,8 +104,12 @@ class GovernorRuntime:
         self._padding: frozenset = frozenset()
         self._verified: list[tuple[str, int, int]] = []
         self._timing_said, self._untimed_outputs = False, 0
+        self._admitted_said = False
         self.draft_times = DraftTimes()
         self.timed_credits = TimedCredits()
+        # Under vLLM's adaptive verification: each step's verifications until the worker says
+        # what was admitted (None: every scheduled draft was verified).
+        self.held: admitted_drafts.HeldVerifications | None = None
         self._t_state = time.monotonic()
         self._closed = False
         self.server_mode = ""  # "MRv2 FULL", "V1 PIECEWISE", ...: set from vLLM's config
@@ -121,14 +126,24 @@ class GovernorRuntime:
         vllm_compat.check_vllm_shape()
         raw = vllm_compat.additional_config(vllm_config).get(ADDITIONAL_CONFIG_KEY)
         settings = AdapterSettings.from_dict(raw)
-        policy = build_policy(settings)
         prov = {"vllm_version": vllm_compat.vllm_version(), "method": settings.method}
+        if raw.get(data_parallel.DP_SIZE_KEY, 1) > 1:  # one file per rank: ranks never share one
+            rank = data_parallel.rank_of(vllm_config)
+            settings = dataclasses.replace(
+                settings,
+                snapshot_path=data_parallel.per_rank_path(settings.snapshot_path, rank),
+                telemetry_log=data_parallel.per_rank_path(settings.telemetry_log, rank),
+            )
+            prov["data_parallel_rank"] = rank
+        policy = build_policy(settings)
         try:
             prov["target_model"] = str(vllm_config.model_config.model)
         except Exception:
             pass
         rt = cls(settings, policy, dynamic_k=vllm_compat.dynamic_k_enabled(vllm_config), provenance=prov)
         rt.server_mode = server_mode_of(vllm_config).label
+        if vllm_compat.adaptive_verification_enabled(vllm_config):
+            rt.held = admitted_drafts.HeldVerifications()
         ref = weakref.ref(rt)
         vllm_compat.on_engine_core_shutdown(lambda: (r := ref()) is not None and r.close())
         logger.info(
@@ -276,9 +291,10 @@ class GovernorRuntime:
     def _on_output(self, scheduler: Any, scheduler_output: Any, model_runner_output: Any) -> None:
         t_end = self.clock()
         verified = self._verified
-        if verified:
-            self.telemetry.observe_requests(verified)
         step = event_timing.stamped_step(scheduler_output)
+        learned = verified if self.held is None else self._admitted(step, verified, model_runner_output)
+        if learned:
+            self.telemetry.observe_requests(learned)
         if step is None or self.ledger.entry(step) is None:
             if not vllm_compat.has_unfinished_requests(scheduler):
                 self._on_idle(scheduler)
@@ -323,6 +339,21 @@ class GovernorRuntime:
         self._periodic()
         if not vllm_compat.has_unfinished_requests(scheduler):
             self._on_idle(scheduler)
+
+    def _admitted(self, step: int | None, verified: list, model_runner_output: Any) -> list:
+        """The verifications whose admitted counts came, cut to the drafts adaptive verification
+        verified; the rest wait for theirs."""
+        held = self.held
+        held.hold(step, verified)
+        out = held.release(admitted_drafts.read(model_runner_output))
+        if held.dropped and not self._admitted_said:
+            self._admitted_said = True
+            logger.warning(
+                "banditk: a step's admitted-draft counts never came from the worker (held %d steps); under "
+                "adaptive verification such steps teach no acceptance (the governor keeps what it knows).",
+                admitted_drafts.MAX_HELD,
+            )
+        return out
 
     def _release_timed(self, flush: bool = False) -> None:
         """Observe the credits whose CUDA-event times came (or waited long enough)."""

@@ -70,6 +70,23 @@ Padding new decodes (checked by :func:`check_vllm_shape`, used by :func:`static_
     ``scheduled_new_reqs`` or (0.32/0.33) ``scheduled_cached_reqs.resumed_req_ids``; 0.34
     re-sends a resumed request in full in ``scheduled_new_reqs``.
 
+Adaptive verification (0.33/0.34, checked by :func:`check_adaptive_verification_shape` where it is
+switched on, and in the tests; read by :mod:`.admitted_drafts`):
+
+16. MRv2's runner holds its ``AdaptiveVerificationManager`` as ``self.adaptive_verification``;
+    the manager's ``reallocate_drafts(req_ids, idx_mapping)`` consumes ``self._batch_budget``
+    (drafts per request id, non-draft tokens per request id, the step's draft budget) and leaves
+    each request's admitted draft count in ``self._batch_draft_capacity[:num_reqs]``, in
+    ``req_ids`` order; where the budget covers every scheduled draft all are admitted.
+
+Data parallelism (checked by :func:`check_data_parallel_shape` before :mod:`.data_parallel`
+keeps dynamic K on, and in the tests):
+
+17. ``VllmConfig.__post_init__`` calls ``self._maybe_disable_dynamic_sd_for_data_parallel()``,
+    which switches dynamic K off when ``data_parallel_size > 1``; the engine core runs the ranks
+    of a model whose ``ModelConfig.is_moe`` is false as independent engines
+    (``reconfigure_for_independent_dp_rank``), so no collective joins their steps.
+
 Versions: :data:`SUPPORTED_SERIES` are served; any other is refused at start-up, before the
 model loads, unless ``BANDITK_ALLOW_UNTESTED_VLLM=1`` (the shape checks still run then).
 """
@@ -586,6 +603,49 @@ def _source(obj: Any) -> str:
         return inspect.getsource(obj)
     except (OSError, TypeError):  # pragma: no cover - no source shipped
         return ""
+
+
+def check_data_parallel_shape() -> None:
+    """Verify assumption 17 of the module docstring; raise :class:`VllmShapeError` if it fails."""
+    from vllm.config import ModelConfig, VllmConfig
+    from vllm.v1.engine import core
+
+    if "_maybe_disable_dynamic_sd_for_data_parallel()" not in _source(VllmConfig.__post_init__):
+        _fail("VllmConfig.__post_init__ no longer calls _maybe_disable_dynamic_sd_for_data_parallel")
+    if not isinstance(getattr(ModelConfig, "is_moe", None), property):
+        _fail("ModelConfig.is_moe is missing")
+    src = _source(core)
+    for needle in ("model_config.is_moe", "reconfigure_for_independent_dp_rank()"):
+        if needle not in src:
+            _fail(f"the engine core no longer runs a dense model's data-parallel ranks independently ({needle!r})")
+
+
+def adaptive_verification_manager_class() -> type:
+    from vllm.v1.worker.gpu.spec_decode.adaptive_verification import AdaptiveVerificationManager
+
+    if not callable(getattr(AdaptiveVerificationManager, "reallocate_drafts", None)):
+        _fail("AdaptiveVerificationManager.reallocate_drafts is missing")
+    return AdaptiveVerificationManager
+
+
+def check_adaptive_verification_shape() -> None:
+    """Verify assumption 16 of the module docstring; raise :class:`VllmShapeError` if it fails."""
+    from vllm.v1.worker.gpu import model_runner as mrv2_runner
+
+    manager = adaptive_verification_manager_class()
+    if _params(manager.reallocate_drafts)[:3] != ["self", "req_ids", "idx_mapping"]:
+        _fail("AdaptiveVerificationManager.reallocate_drafts(req_ids, idx_mapping) changed its parameters")
+    src = _source(manager.reallocate_drafts)
+    for needle in (
+        "self._batch_budget",
+        "num_drafts_per_req, num_non_draft_tokens_per_req, draft_budget",
+        "capacities = self._batch_draft_capacity[:num_reqs]",
+        "draft_budget < int(scheduled_drafts.sum())",
+    ):
+        if src and needle not in src:
+            _fail(f"AdaptiveVerificationManager.reallocate_drafts no longer has {needle!r} (admitted drafts)")
+    if "self.adaptive_verification" not in _source(mrv2_runner):
+        _fail("Model Runner V2 no longer holds its AdaptiveVerificationManager as self.adaptive_verification")
 
 
 def mrv2_runner_class() -> type:

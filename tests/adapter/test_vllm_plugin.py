@@ -1,16 +1,18 @@
 """The plugin against real vLLM config objects (no engine started, no model loaded)."""
 
+import os
+
 import pytest
 
 pytestmark = pytest.mark.vllm
 
 
-def engine_config(tiny_pair, spec):
+def engine_config(tiny_pair, spec, **engine_args):
     from vllm.engine.arg_utils import EngineArgs
 
     from banditk.testing.engines import llm_kwargs
 
-    kw = llm_kwargs()
+    kw = {**llm_kwargs(), **engine_args}
     kw.pop("disable_log_stats")
     return EngineArgs(model=tiny_pair.target, speculative_config=spec, **kw).create_engine_config()
 
@@ -61,7 +63,9 @@ def test_async_scheduling_gets_the_async_twin(vllm_cpu, tiny_pair):
     assert cfg.scheduler_config.scheduler_cls == "banditk.adapter.scheduler.GovernedAsyncScheduler"
 
 
-def test_adaptive_verification_switched_on_by_another_route_is_refused_too(vllm_cpu, tiny_pair, monkeypatch):
+def test_per_request_with_adaptive_verification_switched_on_by_another_route_is_refused(
+    vllm_cpu, tiny_pair, monkeypatch
+):
     from banditk.adapter import vllm_compat
     from banditk.adapter.plugin import apply_to_vllm_config
     from banditk.adapter.settings import parse_settings
@@ -70,9 +74,28 @@ def test_adaptive_verification_switched_on_by_another_route_is_refused_too(vllm_
     cfg = engine_config(tiny_pair, base(tiny_pair))
     cfg.speculative_config.num_speculative_tokens_per_batch_size = [[1, 16, 4]]
     monkeypatch.setattr(vllm_compat, "adaptive_verification_enabled", lambda config: config is cfg)
-    with pytest.raises(ConfigError, match=r"enable_adaptive_verification=True: .* Run one of them"):
-        apply_to_vllm_config(cfg, parse_settings("bandit", {}))
+    with pytest.raises(ConfigError, match=r"per_request is true and enable_adaptive_verification=True: both choose"):
+        apply_to_vllm_config(cfg, parse_settings("bandit", {"per_request": True}))
     assert cfg.scheduler_config.scheduler_cls is None  # refused before it picks the scheduler
+
+
+def test_governor_with_adaptive_verification_checks_its_shape_and_asks_workers_for_admitted_drafts(
+    vllm_cpu, tiny_pair, monkeypatch
+):
+    from banditk.adapter import plugin, vllm_compat
+    from banditk.adapter.settings import parse_settings
+
+    cfg = engine_config(tiny_pair, base(tiny_pair))
+    cfg.speculative_config.num_speculative_tokens_per_batch_size = [[1, 16, 4]]
+    checked = []
+    monkeypatch.setattr(vllm_compat, "adaptive_verification_enabled", lambda config: config is cfg)
+    monkeypatch.setattr(vllm_compat, "check_adaptive_verification_shape", lambda: checked.append(True))
+    monkeypatch.delenv(plugin.ADMITTED_DRAFTS_ENV, raising=False)
+    monkeypatch.setattr(plugin, "_install_worker_hooks", lambda: None)
+    plugin.apply_to_vllm_config(cfg, parse_settings("bandit", {}))
+    assert checked == [True]
+    assert os.environ[plugin.ADMITTED_DRAFTS_ENV] == "1"
+    assert cfg.scheduler_config.scheduler_cls == "banditk.adapter.scheduler.GovernedScheduler"
 
 
 @pytest.mark.parametrize("is_async", [False, True])
@@ -105,8 +128,8 @@ def test_per_request_key_selects_the_per_request_schedulers(vllm_cpu, tiny_pair,
             r"both `governor` and `num_speculative_tokens_per_batch_size`",
         ),
         (
-            {"governor": "bandit", "enable_adaptive_verification": True},
-            r"enable_adaptive_verification=True: vLLM trims drafts in the worker .* Run one of them",
+            {"governor": "bandit", "governor_config": {"per_request": True}, "enable_adaptive_verification": True},
+            r"per_request is true and enable_adaptive_verification=True: both choose .*\(drop `per_request`\)",
         ),
         (
             {"governor": "bandit", "governor_config": {"fallback_k": 5}},

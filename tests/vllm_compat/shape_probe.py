@@ -9,6 +9,8 @@ from banditk.adapter import vllm_compat
 def main() -> None:
     vllm_compat.check_vllm_shape()
     vllm_compat.check_mrv2_shape()  # check_vllm_shape runs it only where the platform has graphs
+    vllm_compat.check_adaptive_verification_shape()  # the admitted drafts (.admitted_drafts)
+    vllm_compat.check_data_parallel_shape()  # independent dense ranks (.data_parallel)
     print(
         json.dumps(
             {

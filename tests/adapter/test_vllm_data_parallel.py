@@ -1,0 +1,92 @@
+"""The OpenAI API server with two data-parallel ranks of a dense model, governed: vLLM runs the
+ranks as independent engines, and each rank's governor steers its own K (banditk.adapter.data_parallel)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.adapter.test_vllm_server import free_port, post
+
+pytestmark = pytest.mark.vllm
+
+
+def test_two_dense_ranks_each_govern_their_own_k_and_stay_exact(vllm_cpu, tiny_pair, tmp_path):
+    from transformers import AutoTokenizer
+
+    from banditk.testing.engines import cpu_env, greedy_chain
+
+    port = free_port()
+    spec = {
+        "method": "draft_model",
+        "model": tiny_pair.draft,
+        "num_speculative_tokens": 3,
+        "governor": "bandit",
+        "governor_config": {
+            "snapshot_path": str(tmp_path / "snapshot.json"),
+            "snapshot_interval_s": 0,
+            "telemetry_log": str(tmp_path / "steps.jsonl"),
+        },
+    }
+    env = {**os.environ, **cpu_env(in_process=False, cache_root=str(tmp_path / "cache"))}
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # restore for the rest of this session
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        *("--model", tiny_pair.target, "--host", "127.0.0.1", "--port", str(port)),
+        *("--dtype", "float32", "--enforce-eager", "--max-model-len", "512"),
+        *("--kv-cache-memory-bytes", str(64 << 20), "--max-num-seqs", "8"),
+        *("--data-parallel-size", "2", "--speculative-config", json.dumps(spec)),
+    ]
+    log_path = tmp_path / "server.log"
+    tok = AutoTokenizer.from_pretrained(tiny_pair.target)
+    prompts = [f"def f{i}(x):" for i in range(8)]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.time() + 420
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                assert proc.poll() is None, log_path.read_text()[-4000:]
+                assert time.time() < deadline, "server did not start"
+                time.sleep(1)
+
+            def complete(prompt):
+                body = {"model": tiny_pair.target, "prompt": prompt, "max_tokens": 24, "temperature": 0.0}
+                return post(f"http://127.0.0.1:{port}/v1/completions", {**body, "ignore_eos": True})
+
+            with ThreadPoolExecutor(4) as pool:  # concurrent, so that both ranks serve
+                answers = list(pool.map(complete, prompts * 2))
+            for prompt, r in zip(prompts * 2, answers, strict=True):
+                want = greedy_chain(tiny_pair.next_token, tok(prompt)["input_ids"][-1], 24)
+                assert r["choices"][0]["text"] == tok.decode(want), prompt
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    text = log_path.read_text()
+    assert "each rank's governor steers its own K" in text, text[-3000:]
+    assert "will observe only" not in text
+    played = set()
+    for rank in (0, 1):  # each rank decided K itself, into its own log and snapshot
+        rows = [json.loads(x) for x in (tmp_path / f"steps.rank{rank}.jsonl").read_text().splitlines()[1:]]
+        assert rows and all(0 <= r["k"] <= 3 for r in rows), rank
+        assert (tmp_path / f"snapshot.rank{rank}.json").exists(), text[-3000:]
+        played |= {r["k"] for r in rows}
+    assert played - {3}, played  # K moved off vLLM's static num_speculative_tokens: governed, not observed
+    assert not (tmp_path / "snapshot.json").exists()
