@@ -20,3 +20,13 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture
 def truth() -> SyntheticTruth:
     return SyntheticTruth()
+
+
+def pytest_collection_modifyitems(config, items):
+    """``TEST_ORDER=reverse make test`` runs the suite backwards, so a test that passes only
+    because another ran first (shared state, a warm cache) shows up."""
+    order = os.environ.get("TEST_ORDER", "")
+    if order == "reverse":
+        items.reverse()
+    elif order:
+        raise pytest.UsageError(f"TEST_ORDER={order!r}: the only order besides the default is 'reverse'.")
