@@ -76,6 +76,8 @@ class GovernorRuntime:
         # The next step's prompt tokens cost a pass over the queue each step: only for a
         # policy that reads them.
         self._wants_prefill_hint = bool(getattr(policy, "wants_prefill_hint", False))
+        # Outcomes as counts per (drafted, accepted) pair, unless the policy reads rows.
+        self._wants_rows = bool(getattr(policy, "wants_rows", False))
         self.clock = clock
         # Call durations use the real monotonic clock: ``clock`` may be a test's broken one.
         self.breaker = SlowCallBreaker(settings.slow_call_ms / 1e3)
@@ -391,22 +393,18 @@ class GovernorRuntime:
         own_draft_s = self._draft_s(prev) if draft_s is None else draft_s
         duration = decision_cost(c.cycle_s, next_draft_s, own_draft_s)
         verified, scheduled = c.verified, c.scheduled
-        drafted = [0 if d < 0 else d if d < k_max else k_max for _, d, _ in verified]
-        accepted = [0 if a < 0 else a if a < d else d for (_, _, a), d in zip(verified, drafted)]
         # Requests that decoded at the decision and are still running but verified no
         # drafts (truncated near max_model_len, or K = 0) count as drafting nothing.
-        seen = {r for r, _, _ in verified}
-        silent = sum(1 for r in prev.decoding if r not in seen and r in scheduled)
-        drafted = np.array(drafted + [0] * silent if silent else drafted, dtype=np.int64)
-        accepted = np.array(accepted + [0] * silent if silent else accepted, dtype=np.int64)
-        outcome = StepOutcome(
-            drafted,
-            accepted,
-            duration,
-            draft_duration_s=draft_s,
-            target_duration_s=target_s,
-            prefill_tokens=c.prefill_tokens,
-        )
+        silent = _silent(prev.decoding, verified, scheduled)
+        timing = {"draft_duration_s": draft_s, "target_duration_s": target_s, "prefill_tokens": c.prefill_tokens}
+        if self._wants_rows:
+            drafted = [0 if d < 0 else d if d < k_max else k_max for _, d, _ in verified]
+            accepted = [0 if a < 0 else a if a < d else d for (_, _, a), d in zip(verified, drafted)]
+            drafted = np.array(drafted + [0] * silent if silent else drafted, dtype=np.int64)
+            accepted = np.array(accepted + [0] * silent if silent else accepted, dtype=np.int64)
+            outcome = StepOutcome(drafted, accepted, duration, **timing)
+        else:
+            outcome = StepOutcome.counted(_pairs(verified, k_max, silent), duration, **timing)
         t0 = time.perf_counter()
         try:
             self.policy.observe(prev.decision, outcome)
@@ -531,6 +529,24 @@ class _Credit:
     verified: list
     scheduled: Mapping[str, int]
     prefill_tokens: int
+
+
+def _silent(decoding: tuple[str, ...], verified: list, scheduled: Mapping[str, int]) -> int:
+    """Requests of ``decoding`` still scheduled that verified nothing."""
+    seen = {r for r, _, _ in verified}
+    return sum(1 for r in decoding if r not in seen and r in scheduled)
+
+
+def _pairs(verified: list, k_max: int, silent: int) -> tuple[int, ...]:
+    """The verifications as counts per (drafted, accepted) pair (``StepOutcome.pairs``), each
+    clamped to 0 <= accepted <= drafted <= ``k_max``; the silent requests drafted nothing."""
+    w = k_max + 1
+    pairs = [0] * (w * w)
+    pairs[0] = silent
+    for _, d, a in verified:
+        d = 0 if d < 0 else d if d < k_max else k_max
+        pairs[d * w + (0 if a < 0 else a if a < d else d)] += 1
+    return tuple(pairs)
 
 
 def prior_line(policy: Any, settings: AdapterSettings) -> str:

@@ -232,11 +232,9 @@ class BanditGovernor:
             raise InvalidDecisionError(f"decision.bucket={bucket} is outside -1..{cfg.num_buckets - 1}.")
         if bucket < 0:
             return
-        drafted = outcome.drafted
-        if drafted.size:
-            most = max(drafted.tolist()) if drafted.size <= 32 else int(drafted.max())  # numpy costs more below
-            if most > cfg.k_max:
-                raise InvalidOutcomeError(f"outcome.drafted has {most} drafts, above k_max={cfg.k_max}.")
+        most = outcome.max_drafted
+        if most > cfg.k_max:
+            raise InvalidOutcomeError(f"outcome has a request with {most} drafts, above k_max={cfg.k_max}.")
         self.observations += 1
         # Credited when the posterior is next read, so that a held step does no arithmetic.
         self._posterior.queue(
@@ -245,8 +243,7 @@ class BanditGovernor:
             decision.num_decoding,
             min(outcome.step_duration_s, cfg.max_step_s),
             outcome.prefill_tokens,
-            drafted,
-            outcome.accepted,
+            outcome,
             self.observations % cfg.regression_refresh == 0,
         )
 

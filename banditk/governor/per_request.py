@@ -49,6 +49,8 @@ class PerRequestGovernor:
     """
 
     name = "bandit-per-request"
+    #: Its imputation reads the verifications row by row, in the runtime's order.
+    wants_rows = True
 
     def __init__(self, inner, seed: int = 0) -> None:
         self.inner = inner

@@ -18,7 +18,6 @@ from banditk.governor.prior_weighing import PriorWeigher, fit_prior
 from banditk.governor.thompson import draw_tokens_and_times
 from banditk.io.prior import Prior
 from banditk.posterior import latency_model, nig
-from banditk.posterior.acceptance import position_count_lists
 from banditk.posterior.stats import SufficientStats
 
 #: Shape a0 of the cells' inverse-gamma noise prior: 2 is the weakest with a finite mean,
@@ -128,9 +127,10 @@ class GoodputPosterior:
 
     # ---- learning -----------------------------------------------------------------
 
-    def queue(self, k: int, bucket: int, batch: int, t: float, prefill: int, drafted, accepted, refresh: bool) -> None:
-        """Hold one verified step for :meth:`settle` (``refresh``: refit the latency model after it)."""
-        self.queued.append((k, bucket, batch, t, prefill, drafted, accepted, refresh))
+    def queue(self, k: int, bucket: int, batch: int, t: float, prefill: int, outcome, refresh: bool) -> None:
+        """Hold one verified step for :meth:`settle`: its acceptance is ``outcome``'s
+        (``refresh``: refit the latency model after it)."""
+        self.queued.append((k, bucket, batch, t, prefill, outcome, refresh))
         if len(self.queued) >= MAX_QUEUED:
             self.settle()
 
@@ -141,19 +141,12 @@ class GoodputPosterior:
             return
         steps, self.queued = self.queued, []
         counts = _AcceptanceCounts(self)
-        for k, bucket, batch, t, prefill, drafted, accepted, refresh in steps:
-            counts.learn(drafted, accepted)
+        for k, bucket, batch, t, prefill, outcome, refresh in steps:
+            counts.learn(*outcome.position_counts(self.config.k_max))
             self.learn_step_time(k, bucket, batch, t, prefill)
             if refresh:
                 counts.store()
                 self.refresh()
-        counts.store()
-
-    def learn_acceptance(self, drafted: np.ndarray, accepted: np.ndarray) -> None:
-        """Discounted Beta counts per position. Only positions reached are forgotten: deeper
-        ones keep what they knew instead of decaying to the prior (reach covers a prefix)."""
-        counts = _AcceptanceCounts(self)
-        counts.learn(drafted, accepted)
         counts.store()
 
     def learn_step_time(self, k: int, bucket: int, batch: int, t: float, prefill: int) -> None:
@@ -296,8 +289,8 @@ class _AcceptanceCounts:
         self.failures = post.data.acc_failures.tolist()
         self.changed = False
 
-    def learn(self, drafted: np.ndarray, accepted: np.ndarray) -> None:
-        succ, fail = position_count_lists(drafted, accepted, self.k_max)
+    def learn(self, succ: list[int], fail: list[int]) -> None:
+        """One step's successes and failures per position."""
         s_, f_, gamma = self.successes, self.failures, self.gamma
         for i in range(self.k_max):
             if not succ[i] + fail[i]:

@@ -33,7 +33,6 @@ import numpy as np
 from banditk.core.drafters import check_drafter_class
 from banditk.core.errors import PriorFormatError
 from banditk.core.types import Decision, StepOutcome
-from banditk.posterior.acceptance import position_counts
 
 TRACE_SCHEMA = "banditk/trace"
 TRACE_VERSION = 1
@@ -55,11 +54,7 @@ def header(drafter_class: str, k_max: int, source: str, **extra) -> dict:
 
 def step_record(decision: Decision, outcome: StepOutcome, k_max: int, **extra) -> dict:
     """One step line from the decision and the outcome credited to it."""
-    succ, fail = (
-        position_counts(outcome.drafted, outcome.accepted, k_max)
-        if outcome.drafted.size
-        else (np.zeros(k_max, dtype=np.int64), np.zeros(k_max, dtype=np.int64))
-    )
+    succ, fail = outcome.position_counts(k_max)
     rec = {
         "step": decision.step_id,
         "B": decision.num_decoding,
@@ -68,8 +63,8 @@ def step_record(decision: Decision, outcome: StepOutcome, k_max: int, **extra) -
         "step_s": round(outcome.step_duration_s, 7),
         "draft_s": None if outcome.draft_duration_s is None else round(outcome.draft_duration_s, 7),
         "target_s": None if outcome.target_duration_s is None else round(outcome.target_duration_s, 7),
-        "acc_s": succ.tolist(),
-        "acc_f": fail.tolist(),
+        "acc_s": succ,
+        "acc_f": fail,
         "prefill": outcome.prefill_tokens,
     }
     rec.update(extra)

@@ -100,10 +100,11 @@ class SGLangAdaptivePeer:
         return Decision(k=k, bucket=r, num_decoding=context.num_decoding, step_id=self.steps)
 
     def observe(self, decision: Decision, outcome: StepOutcome) -> None:
-        if outcome.accepted.size == 0 or decision.k == 0:
+        n = outcome.num_requests
+        if n == 0 or decision.k == 0:
             return
         r = decision.bucket
-        mean_acc = float(outcome.accepted.mean())
+        mean_acc = outcome.accepted_total / n
         self.avg[r] += self.ema * (mean_acc - self.avg[r])
         self.dwell[r] += 1
         if self.dwell[r] < self.min_dwell:
@@ -177,7 +178,6 @@ class VllmAdaptiveKPeer:
         self.kept = np.ones(k_max, dtype=bool)
         self.steps = 0
         self._obs = 0
-        self._pos = np.arange(1, k_max + 1)
 
     def cap(self, num_scheduled: int) -> int:
         """The table's K for ``num_scheduled`` requests (vLLM lookup, prefills counted)."""
@@ -197,13 +197,12 @@ class VllmAdaptiveKPeer:
         return Decision(k=k, bucket=-1, num_decoding=context.num_decoding, step_id=self.steps)
 
     def observe(self, decision: Decision, outcome: StepOutcome) -> None:
-        if outcome.drafted.size == 0:
+        if outcome.num_requests == 0:
             return
-        d = outcome.drafted[:, None]
-        a = outcome.accepted[:, None]
-        pos = self._pos[None, :]
-        reached = ((pos <= d) & (pos <= a + 1)).sum(axis=0)
-        accepted = (pos <= a).sum(axis=0)
+        succ, fail = outcome.position_counts(self.k_max)
+        # A position is reached by the requests that accepted it and those it stopped.
+        accepted = np.array(succ, dtype=float)
+        reached = accepted + fail
         slot = self._obs % self.window
         self._obs += 1
         self.acc_sum += accepted - self.acc[slot]

@@ -67,7 +67,7 @@ class UCBPolicy:
             raise InvalidDecisionError(f"decision k={decision.k}, bucket={decision.bucket} is not one of UCB's.")
         if outcome.step_duration_s <= 0:
             return
-        reward = (int(outcome.accepted.sum()) + outcome.accepted.size) / outcome.step_duration_s
+        reward = (outcome.accepted_total + outcome.num_requests) / outcome.step_duration_s
         b, k = decision.bucket, decision.k
         self.count[b, k] += 1
         self.total[b, k] += reward

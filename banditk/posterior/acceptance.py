@@ -7,6 +7,8 @@ at position m + 1 when m < k; later positions are unobserved.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -50,6 +52,33 @@ def position_count_lists(drafted: np.ndarray, accepted: np.ndarray, k_max: int) 
         per_m[a] += 1
         if a < d:
             fail[a] += 1
+    succ, above = [0] * k_max, 0
+    for i in range(k_max, 0, -1):
+        above += per_m[i]
+        succ[i - 1] = above
+    return succ, fail[:k_max]
+
+
+def position_count_pairs(pairs: tuple[int, ...], k_max: int) -> tuple[list[int], list[int]]:
+    """:func:`position_count_lists` from requests counted per (drafted, accepted) pair: entry
+    ``d * w + a`` of ``pairs`` (``w`` its width, at most ``k_max + 1``) counts the requests that
+    drafted ``d`` and accepted ``a``. The work is the pairs', not the requests'.
+
+    >>> w = 4; pairs = [0] * w * w
+    >>> for d, a in ((3, 3), (3, 1), (2, 0)): pairs[d * w + a] += 1
+    >>> position_count_pairs(tuple(pairs), 3)
+    ([2, 1, 1], [1, 1, 0])
+    """
+    w = math.isqrt(len(pairs))
+    per_m, fail = [0] * (k_max + 1), [0] * (k_max + 1)
+    for d in range(1, w):  # a request that drafted nothing reaches no position
+        row = d * w
+        for a in range(d + 1):
+            n = pairs[row + a]
+            if n:
+                per_m[a] += n
+                if a < d:
+                    fail[a] += n
     succ, above = [0] * k_max, 0
     for i in range(k_max, 0, -1):
         above += per_m[i]

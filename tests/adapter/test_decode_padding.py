@@ -34,7 +34,7 @@ class Scripted:
         return Decision(k=self.k, bucket=0, num_decoding=ctx.num_decoding, step_id=0)
 
     def observe(self, d, o):
-        self.observed.append((d.k, o.drafted.tolist(), o.accepted.tolist()))
+        self.observed.append((d.k, *(x.tolist() for x in o.per_request())))
 
 
 @pytest.fixture(scope="module")

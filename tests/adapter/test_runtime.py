@@ -102,7 +102,7 @@ def test_one_call_per_decoding_step_and_credit_one_step_later():
     step(rt, sch, out2, verified=[("p", 2, 1)])
     assert out2.num_spec_tokens_to_schedule == 1
     ((d, o),) = pol.observed
-    assert d.k == 2 and o.drafted.tolist() == [2] and o.accepted.tolist() == [1]
+    assert d.k == 2 and [x.tolist() for x in o.per_request()] == [[2], [1]]
     assert o.step_duration_s > 0
     # q decoded at step 2 with K=1 but its output comes with 0 drafts (truncated): credited as 0 drafted
     sch.requests["p"].num_computed_tokens = 13
@@ -110,7 +110,7 @@ def test_one_call_per_decoding_step_and_credit_one_step_later():
     out3 = FakeOutput({"p": 2, "q": 1}, {"p": [1]})
     step(rt, sch, out3, verified=[("p", 1, 1)])
     d, o = pol.observed[-1]
-    assert d.k == 1 and sorted(o.drafted.tolist()) == [0, 1] and rt.telemetry.num_draft_tokens == 3
+    assert d.k == 1 and o.per_request()[0].tolist() == [0, 1] and rt.telemetry.num_draft_tokens == 3
 
 
 def test_finished_requests_are_not_credited():
@@ -124,7 +124,7 @@ def test_finished_requests_are_not_credited():
     del sch.requests["b"]  # finished/aborted/preempted between decision and outcome
     step(rt, sch, FakeOutput({"a": 3}, {"a": [1, 2]}), verified=[("a", 2, 2)])
     _, o = pol.observed[-1]
-    assert o.drafted.tolist() == [2] and o.accepted.tolist() == [2]
+    assert [x.tolist() for x in o.per_request()] == [[2], [2]]
 
 
 class Raising:

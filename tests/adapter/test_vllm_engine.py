@@ -317,7 +317,7 @@ def test_async_scheduler_sizes_placeholders_with_governed_k_and_credits_in_order
             return Decision(k=self.ks.pop(0), bucket=0, num_decoding=ctx.num_decoding, step_id=0)
 
         def observe(self, d, o):
-            self.observed.append((d.k, o.drafted.tolist(), o.accepted.tolist()))
+            self.observed.append((d.k, *(x.tolist() for x in o.per_request())))
 
     llm, _ = governed
     sch = async_scheduler(llm, GovernedAsyncScheduler)
