@@ -28,7 +28,7 @@ _PUBLIC = {
     "GovernorConfig": "banditk.core.config",
     "StepContext": "banditk.core.types",
     "StepOutcome": "banditk.core.types",
-    "load_prior": "banditk.io.priorfile",
+    "load_prior": "banditk.governor.snapshot",
     "load_snapshot": "banditk.governor.snapshot",
     "save_snapshot": "banditk.governor.snapshot",
 }

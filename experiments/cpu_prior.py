@@ -68,9 +68,9 @@ def record(work: Path) -> Path:
 
 
 def fit(trace: Path, out: Path, log: Path) -> dict:
-    import make_priors  # imports this module: only here, when a fit runs
+    import prior_runs
 
-    ok, tail, forced = make_priors.fit(trace, out, "cpu-2core", log)
+    ok, tail, forced = prior_runs.fit(trace, out, "cpu-2core", log)
     if not ok:
         raise SystemExit(f"banditk fit failed (see {log}):\n{tail}")
     return {"fit_forced": forced, "fit_log_tail": tail}
@@ -135,11 +135,11 @@ def scenario(seed: int, noise_cv: float = 0.1, profile: str = PROFILE) -> dict:
 
 
 def regret_run(prior_path: Path | None, seed: int, noise_cv: float, profile: str = PROFILE, steps: int = 20000) -> dict:
-    import make_priors  # imports this module: only here
+    import prior_runs
 
     from banditk.sim.scenario import parse_scenario
 
-    return make_priors.governed_regret(parse_scenario(scenario(seed, noise_cv, profile)), prior_path, seed, steps)
+    return prior_runs.governed_regret(parse_scenario(scenario(seed, noise_cv, profile)), prior_path, seed, steps)
 
 
 def main(argv=None) -> int:
@@ -206,11 +206,11 @@ def plot(report: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import make_priors
     import matplotlib.pyplot as plt
+    import prior_runs
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    make_priors.plot_curves(
+    prior_runs.plot_curves(
         ax,
         report["curves"],
         f"{NAME} on the calibrated CPU profile (C = 1 -> 4 -> 16)",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from banditk.io.priorfile import load_prior
+from banditk.io.priorfile import load_prior_file as load_prior
 from banditk.sim.checks import THRESHOLDS
 from banditk.sim.policies import find_shipped_prior
 from banditk.sim.run import run_policy

@@ -105,8 +105,7 @@ def test_repeats_must_be_positive(capsys):
 def test_bandit_prior_is_the_bandit_runs_snapshot_imported_for_this_machine(tmp_path):
     from streams import trained_governor
 
-    from banditk.governor.snapshot import save_snapshot
-    from banditk.io.priorfile import load_prior
+    from banditk.governor.snapshot import load_prior, save_snapshot
 
     out = tmp_path / "sweep"
     (out / "runs" / "bandit").mkdir(parents=True)

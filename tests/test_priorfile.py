@@ -13,13 +13,14 @@ from banditk.core.types import StepContext, StepOutcome
 from banditk.governor import BanditGovernor
 from banditk.governor.snapshot import (
     governor_from_snapshot,
+    load_prior,
     load_snapshot,
     merge_documents,
     prior_from_snapshot,
     save_snapshot,
     snapshot_dict,
 )
-from banditk.io.priorfile import MAX_FILE_BYTES, load_prior, prior_to_dict, read_json, save_prior
+from banditk.io.priorfile import MAX_FILE_BYTES, load_prior_file, prior_to_dict, read_json, save_prior
 from banditk.tools.synthetic import SyntheticTruth
 
 
@@ -323,3 +324,11 @@ def test_snapshot_with_corrupt_state_is_refused(tmp_path):
     doc["governor"]["state"]["rng"] = {"bit_generator": "PCG64", "state": "x"}
     with pytest.raises(PriorFormatError, match="`rng` is not a valid PCG64 state"):
         governor_from_snapshot(doc)
+
+
+def test_the_prior_file_loader_refuses_a_snapshot_and_names_the_loader_that_reads_it(tmp_path):
+    path = tmp_path / "snap.json"
+    save_snapshot(path, trained(seed=1, steps=200))
+    with pytest.raises(PriorFormatError, match=r"is a snapshot, not a prior file: read it with banditk.load_prior"):
+        load_prior_file(path)
+    assert load_prior(path).k_max == load_snapshot(path).config.k_max  # the package's loader reads it

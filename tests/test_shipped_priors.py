@@ -8,7 +8,7 @@ import pytest
 from banditk.core.config import GovernorConfig
 from banditk.core.errors import DrafterClassMismatchError
 from banditk.governor import BanditGovernor
-from banditk.io.priorfile import load_prior
+from banditk.io.priorfile import load_prior_file as load_prior
 
 PRIORS = sorted((Path(__file__).resolve().parents[1] / "priors").glob("*.json"))
 

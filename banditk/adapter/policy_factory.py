@@ -31,10 +31,10 @@ def load_prior(settings: AdapterSettings) -> Any:
     if settings.prior is None:
         return None
     try:
-        from banditk.io.priorfile import load_prior as _load
+        from banditk.governor.snapshot import load_prior as _load
     except ImportError as e:  # the core's prior file module is not there yet
         raise ConfigError(
-            f"governor_config.prior={settings.prior!r} needs banditk.io.priorfile, which failed to import: {e}."
+            f"governor_config.prior={settings.prior!r} needs banditk.governor.snapshot, which failed to import: {e}."
         ) from e
     try:
         return _load(settings.prior, drafter_class=settings.drafter_class_for(), k_max=settings.k_max)

@@ -2,7 +2,8 @@
 
 A snapshot is a prior file (``banditk/snapshot`` schema) plus the governor's config and state
 (:mod:`banditk.governor.state`); a restored governor makes the same decisions. Prior files
-alone are :mod:`banditk.io.priorfile`, which knows nothing of the governor.
+alone are :mod:`banditk.io.priorfile`, which knows nothing of the governor; :func:`load_prior`
+reads either kind, so the import goes one way, governor to io.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from banditk.io.priorfile import (
     PRIOR_SCHEMA,
     SNAPSHOT_SCHEMA,
     _check_header,
+    check_fits,
     dumps,
     prior_from_dict,
     prior_to_dict,
+    read_document,
     read_json,
 )
 
@@ -97,6 +100,19 @@ def governor_from_snapshot(doc: dict, name: str = "<input>") -> BanditGovernor:
 
 def load_snapshot(path: str | os.PathLike) -> BanditGovernor:
     return governor_from_snapshot(read_json(path), str(path))
+
+
+def load_prior(path: str | os.PathLike, *, drafter_class: str | None = None, k_max: int | None = None) -> Prior:
+    """Load a prior from a prior file or a snapshot (its posterior taken as the prior).
+
+    Raises:
+        PriorFormatError: the file is malformed, of an unknown schema, or not a prior.
+        DrafterClassMismatchError: ``drafter_class`` is given and differs from the prior's.
+        IncompatiblePriorError: ``k_max`` is given and the prior covers less.
+    """
+    doc, schema = read_document(path)
+    prior = prior_from_snapshot(doc, name=str(path)) if schema == SNAPSHOT_SCHEMA else prior_from_dict(doc, str(path))
+    return check_fits(prior, str(path), drafter_class=drafter_class, k_max=k_max)
 
 
 def prior_from_snapshot(doc: dict, *, strength: float | None = None, name: str = "<input>", source: str = "") -> Prior:

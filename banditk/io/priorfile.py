@@ -165,32 +165,50 @@ def _is_number_list(v: object) -> bool:
     return isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
 
 
-def load_prior(path: str | os.PathLike, *, drafter_class: str | None = None, k_max: int | None = None) -> Prior:
-    """Load a prior (or a snapshot, taken as a prior of its posterior) from ``path``.
+def read_document(path: str | os.PathLike) -> tuple[dict, str]:
+    """A prior or snapshot file's JSON and its schema, checked (size, header, version).
 
     Raises:
-        PriorFormatError: the file is malformed, of an unknown schema, or not a prior.
-        DrafterClassMismatchError: ``drafter_class`` is given and differs from the prior's.
+        PriorFormatError: the file is malformed or of an unknown schema.
     """
     doc = read_json(path)
-    schema = _check_header(doc, str(path))
-    if schema == SNAPSHOT_SCHEMA:
-        # A snapshot becomes a prior by way of the governor it holds; only this path needs it.
-        from banditk.governor.snapshot import prior_from_snapshot
+    return doc, _check_header(doc, str(path))
 
-        prior = prior_from_snapshot(doc, name=str(path))
-    else:
-        prior = prior_from_dict(doc, str(path))
+
+def check_fits(prior: Prior, name: str, *, drafter_class: str | None = None, k_max: int | None = None) -> Prior:
+    """``prior`` where it serves ``drafter_class`` and covers ``k_max`` (either may be None).
+
+    Raises:
+        DrafterClassMismatchError: ``drafter_class`` differs from the prior's.
+        IncompatiblePriorError: the prior covers a smaller K_max.
+    """
     if drafter_class is not None and prior.key.drafter_class != drafter_class:
         raise DrafterClassMismatchError(
-            f"{str(path)!r} is a prior for drafter class {prior.key.drafter_class!r}, not {drafter_class!r}: "
+            f"{name!r} is a prior for drafter class {prior.key.drafter_class!r}, not {drafter_class!r}: "
             "parameters never transfer across drafter classes."
         )
     if k_max is not None and prior.k_max < k_max:
         from banditk.core.errors import IncompatiblePriorError
 
-        raise IncompatiblePriorError(f"{str(path)!r} covers k_max={prior.k_max}, below the server's k_max={k_max}.")
+        raise IncompatiblePriorError(f"{name!r} covers k_max={prior.k_max}, below the server's k_max={k_max}.")
     return prior
+
+
+def load_prior_file(path: str | os.PathLike, *, drafter_class: str | None = None, k_max: int | None = None) -> Prior:
+    """Load a prior file (``"schema": "banditk/prior"``). A snapshot is a governor's state:
+    :func:`banditk.governor.snapshot.load_prior` reads either.
+
+    Raises:
+        PriorFormatError: the file is malformed, of an unknown schema, or a snapshot.
+        DrafterClassMismatchError, IncompatiblePriorError: as :func:`check_fits`.
+    """
+    doc, schema = read_document(path)
+    if schema == SNAPSHOT_SCHEMA:
+        raise PriorFormatError(
+            f"{str(path)!r} is a snapshot, not a prior file: read it with banditk.load_prior "
+            "(banditk.governor.snapshot.load_prior), which turns a snapshot's posterior into a prior."
+        )
+    return check_fits(prior_from_dict(doc, str(path)), str(path), drafter_class=drafter_class, k_max=k_max)
 
 
 # ---- writing ----------------------------------------------------------------------

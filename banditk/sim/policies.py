@@ -309,7 +309,7 @@ def _build(
             )
     prior = None
     if prior_path is not None and spec in BANDITS:
-        from banditk.io.priorfile import load_prior
+        from banditk.governor.snapshot import load_prior
 
         prior = load_prior(prior_path, drafter_class=cls, k_max=k_max)
     config = None

@@ -187,7 +187,7 @@ def test_telemetry_log_and_snapshot(tmp_path):
     from banditk.io.trace import read_trace
 
     assert len(read_trace(log)) == 5
-    from banditk.io.priorfile import load_prior
+    from banditk.governor.snapshot import load_prior
 
     assert load_prior(snap, drafter_class="draft_model", k_max=3).k_max == 3
 

@@ -14,7 +14,7 @@ from banditk.fit.cli import add_fit_parser
 from banditk.fit.errors import DiagnosticsFailedError
 from banditk.fit.fitter import FitOptions, fit, write_prior
 from banditk.governor import BanditGovernor
-from banditk.io.priorfile import load_prior
+from banditk.io.priorfile import load_prior_file as load_prior
 from banditk.posterior.latency_model import features
 from banditk.tools.synthetic import SyntheticTruth
 
