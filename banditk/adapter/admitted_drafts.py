@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from banditk.adapter import vllm_compat
+from banditk.adapter.attachments import attached
 
 logger = logging.getLogger("vllm.banditk")
 
@@ -106,8 +107,7 @@ class AdmittedLog:
 
 def read(model_runner_output: Any) -> list[StepCounts]:
     """The counts a worker attached to this output (none without adaptive verification)."""
-    counts = getattr(model_runner_output, COUNTS_ATTR, None)
-    return [c for c in counts if isinstance(c, StepCounts)] if isinstance(counts, list) else []
+    return attached(model_runner_output, COUNTS_ATTR, StepCounts)
 
 
 def install() -> bool:

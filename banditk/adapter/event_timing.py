@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from banditk.adapter import vllm_compat
+from banditk.adapter.attachments import attached
 
 logger = logging.getLogger("vllm.banditk")
 
@@ -121,8 +122,7 @@ def stamped_step(scheduler_output: Any) -> int | None:
 
 def read(model_runner_output: Any) -> list[Sample]:
     """The samples a worker attached to this output (none where MRv2 timing is off)."""
-    samples = getattr(model_runner_output, SAMPLES_ATTR, None)
-    return [s for s in samples if isinstance(s, Sample)] if isinstance(samples, list) else []
+    return attached(model_runner_output, SAMPLES_ATTR, Sample)
 
 
 # ---- the runner's methods, wrapped ------------------------------------------------------------
