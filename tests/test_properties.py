@@ -44,3 +44,22 @@ def test_observe_raises_only_banditk_errors_and_stays_finite(steps):
     assert np.all(np.isfinite(a)) and np.all(np.isfinite(b))
     assert np.all(np.isfinite(g.latency_params()[0]))
     assert np.all(np.isfinite(g.mean_goodput()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(k_max=st.integers(0, 6), requests=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=80))
+def test_counted_and_per_request_outcomes_give_the_same_evidence(k_max, requests):
+    """What the governor and the trace read is the same whether a step comes as counts or rows."""
+    requests = [(min(d, k_max), min(a, d, k_max)) for d, a in requests]
+    w = k_max + 1
+    pairs = [0] * (w * w)
+    for d, a in requests:
+        pairs[d * w + a] += 1
+    counted = StepOutcome.counted(tuple(pairs), 0.01)
+    rows = StepOutcome(
+        np.array([d for d, _ in requests], dtype=np.int64), np.array([a for _, a in requests], dtype=np.int64), 0.01
+    )
+    assert counted.position_counts(k_max) == rows.position_counts(k_max)
+    assert counted.num_requests == rows.num_requests and counted.accepted_total == rows.accepted_total
+    assert counted.max_drafted == rows.max_drafted
+    assert sorted(zip(*(x.tolist() for x in counted.per_request()))) == sorted(requests)

@@ -127,6 +127,27 @@ def test_finished_requests_are_not_credited():
     assert [x.tolist() for x in o.per_request()] == [[2], [2]]
 
 
+@pytest.mark.parametrize("rows", [False, True])
+def test_a_step_reaches_the_policy_as_counts_or_as_rows_in_order(rows):
+    """Counts per (drafted, accepted) pair, clamped to K_max, the silent decoder drafting
+    nothing; rows, in the order heard then the silent ones, for a policy that reads them."""
+    pol = RecordingPolicy([3, 3, 3])
+    pol.wants_rows = rows
+    rt = make_runtime(pol)
+    sch = FakeScheduler()
+    for r in "abc":
+        sch.add(r, 4, 4)
+    step(rt, sch, FakeOutput({"a": 1, "b": 1, "c": 1}))
+    spec = {"a": [1, 2, 3], "b": [1, 2, 3]}
+    step(rt, sch, FakeOutput({"a": 4, "b": 4, "c": 1}, spec), verified=[("b", 3, 1), ("a", 9, 9)])
+    _, o = pol.observed[-1]
+    if rows:
+        assert o.pairs is None and o.drafted.tolist() == [3, 3, 0] and o.accepted.tolist() == [1, 3, 0]
+    else:
+        assert o.drafted is None and o.pairs == (1,) + (0,) * 12 + (1, 0, 1)  # (0, 0), (3, 1), (3, 3)
+        assert o.position_counts(3) == ([2, 1, 1], [0, 1, 0])
+
+
 class Raising:
     name = "raising"
 
