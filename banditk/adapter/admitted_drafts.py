@@ -241,20 +241,29 @@ class HeldVerifications:
             self._held.popitem(last=False)
             self.dropped += 1
 
-    def release(self, counts: Iterable[StepCounts]) -> list[tuple[str, int, int]]:
-        """The held verifications whose counts came, each draft count cut to what was admitted.
+    def release(self, counts: Iterable[StepCounts]) -> list[tuple[int, list[tuple[str, int, int]]]]:
+        """``(step, verifications)`` of the held steps whose counts came, each draft count cut
+        to what was admitted.
 
         A request missing from its step's counts is left out: what it had verified is unknown.
         """
         out = []
         for c in counts:
             held = self._held.pop(c.step, None)
-            for req_id, scheduled, accepted in held or ():
+            if held is None:
+                continue
+            cut = []
+            for req_id, scheduled, accepted in held:
                 admitted = c.admitted.get(req_id)
                 if admitted is not None:
                     verified = min(scheduled, admitted)
-                    out.append((req_id, verified, min(accepted, verified)))
+                    cut.append((req_id, verified, min(accepted, verified)))
+            out.append((c.step, cut))
         return out
+
+    def holds(self, step: int) -> bool:
+        """Whether ``step``'s verifications still wait for their counts."""
+        return step in self._held
 
     @property
     def num_held(self) -> int:

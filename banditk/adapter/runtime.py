@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -112,6 +113,10 @@ class GovernorRuntime:
         # Under vLLM's adaptive verification: each step's verifications until the worker says
         # what was admitted (None: every scheduled draft was verified).
         self.held: admitted_drafts.HeldVerifications | None = None
+        # Under it, each step's verifications cut to what was admitted, kept until the credit of
+        # the decision whose drafts it verified reads them, and the credits still waiting for them.
+        self._cut: OrderedDict[int, list] = OrderedDict()
+        self._awaiting: OrderedDict[int, tuple] = OrderedDict()
         self._t_state = time.monotonic()
         self._closed = False
         self.server_mode = ""  # "MRv2 FULL", "V1 PIECEWISE", ...: set from vLLM's config
@@ -303,6 +308,8 @@ class GovernorRuntime:
         verified = self._verified
         step = event_timing.stamped_step(scheduler_output)
         learned = verified if self.held is None else self._admitted(step, verified, model_runner_output)
+        if self._awaiting:
+            self._credit_awaiting()
         if learned:
             self.telemetry.observe_requests(learned)
         if step is None or self.ledger.entry(step) is None:
@@ -354,8 +361,13 @@ class GovernorRuntime:
         """The verifications whose admitted counts came, cut to the drafts adaptive verification
         verified; the rest wait for theirs."""
         held = self.held
+        if step is not None and not verified:
+            self._keep_cut(step, [])  # nothing verified: no counts to wait for
         held.hold(step, verified)
-        out = held.release(admitted_drafts.read(model_runner_output))
+        out = []
+        for s, cut in held.release(admitted_drafts.read(model_runner_output)):
+            self._keep_cut(s, cut)
+            out += cut
         if held.dropped and not self._admitted_said:
             self._admitted_said = True
             logger.warning(
@@ -364,6 +376,19 @@ class GovernorRuntime:
                 admitted_drafts.MAX_HELD,
             )
         return out
+
+    def _keep_cut(self, step: int, cut: list) -> None:
+        self._cut[step] = cut
+        while len(self._cut) > 2 * admitted_drafts.MAX_HELD:  # steps whose credit never comes
+            self._cut.popitem(last=False)
+
+    def _credit_awaiting(self, flush: bool = False) -> None:
+        """Observe the waiting credits whose admitted counts came, or never will (all of them
+        with ``flush``: no output will bring the rest); the latter teach time, not acceptance."""
+        for step in [s for s in self._awaiting if flush or s in self._cut or not self.held.holds(s)]:
+            c, *times = self._awaiting.pop(step)
+            c.verified = self._cut.pop(step, [])
+            self._observe_credit(c, *times)
 
     def _release_timed(self, flush: bool = False) -> None:
         """Observe the credits whose CUDA-event times came (or waited long enough)."""
@@ -377,6 +402,7 @@ class GovernorRuntime:
     def _on_idle(self, scheduler: Any) -> None:
         """The engine ran dry: persist what was learned (a server may be killed while idle)."""
         self._release_timed(flush=True)  # no output will bring the last steps' times
+        self._credit_awaiting(flush=True)
         self.telemetry.evict(scheduler.requests)
         if self.log is not None:
             self.log.flush()
@@ -386,6 +412,23 @@ class GovernorRuntime:
             self.snapshots.write()
 
     def _credit(self, c: _Credit, target_s: float | None, draft_s: float | None, next_draft_s: float | None) -> None:
+        """Observe one decision, under adaptive verification with the verifications its verifying
+        step admitted (held until the worker's counts come: trimmed drafts are not rejections)."""
+        if self.held is not None:
+            step = c.verifier.step
+            if step not in self._cut and self.held.holds(step):
+                self._awaiting[step] = (c, target_s, draft_s, next_draft_s)
+                if len(self._awaiting) > admitted_drafts.MAX_HELD:  # bounded as the held steps are
+                    old, (oc, *times) = self._awaiting.popitem(last=False)
+                    oc.verified = self._cut.pop(old, [])
+                    self._observe_credit(oc, *times)
+                return
+            c.verified = self._cut.pop(step, [])  # [] when its counts never came: time, no acceptance
+        self._observe_credit(c, target_s, draft_s, next_draft_s)
+
+    def _observe_credit(
+        self, c: _Credit, target_s: float | None, draft_s: float | None, next_draft_s: float | None
+    ) -> None:
         """Observe one decision: its verification, and the cycle that verified it with the drafter
         part swapped (``next_draft_s`` out, its own in: ``draft_s`` where measured, else the
         estimate). ``target_s``/``draft_s`` go into the outcome and the trace as measured."""
@@ -506,6 +549,7 @@ class GovernorRuntime:
         self._closed = True
         try:
             self._release_timed(flush=True)
+            self._credit_awaiting(flush=True)
             if self.snapshots is not None:
                 self.snapshots.close()
             logger.info("%s", self.state_line())

@@ -124,8 +124,8 @@ def test_held_verifications_are_cut_to_what_was_admitted():
     held = HeldVerifications()
     held.hold(3, [("a", 4, 2), ("b", 4, 1), ("c", 4, 0)])
     held.hold(4, [("a", 4, 4)])
-    assert held.release([StepCounts(3, {"a": 2, "b": 4})]) == [("a", 2, 2), ("b", 4, 1)]  # c: unknown
-    assert held.num_held == 1
+    assert held.release([StepCounts(3, {"a": 2, "b": 4})]) == [(3, [("a", 2, 2), ("b", 4, 1)])]  # c: unknown
+    assert held.num_held == 1 and held.holds(4) and not held.holds(3)
     assert held.release([StepCounts(3, {"a": 1})]) == []  # released once
 
 
@@ -137,9 +137,9 @@ def test_held_steps_are_bounded():
     assert held.release([StepCounts(0, {"a": 3})]) == []
 
 
-def _runtime(held):
+def _runtime(held, steps=8):
     s = parse_settings("bandit", {}).resolve(method="draft_model", k_max=4)
-    rt = GovernorRuntime(s, RecordingPolicy([4] * 8), clock=iter(np.arange(0.0, 100.0, 0.5)).__next__)
+    rt = GovernorRuntime(s, RecordingPolicy([4] * steps), clock=iter(np.arange(0.0, 100.0, 0.5)).__next__)
     rt.held = held
     return rt
 
@@ -185,3 +185,56 @@ def test_counts_that_come_a_step_late_are_matched_to_their_step():
     _verify_step(rt, sched, lambda step: [StepCounts(first[0], {"a": 3}), StepCounts(step, {"a": 4})])
     assert rt.telemetry.num_drafts == 2
     assert rt.telemetry.num_draft_tokens == 3 + 4
+
+
+def _decision_steps(counts_at):
+    """Steps of request "a" (4 drafts verified, 2 accepted each) under adaptive verification;
+    ``counts_at(i, steps)`` gives the admitted counts the i-th output carries. Returns the
+    runtime and what its policy observed."""
+    sched = FakeScheduler()
+    sched.add("a", prompt=4, computed=4)
+    rt = _runtime(HeldVerifications(), steps=len(counts_at.plan))
+    steps = []
+    for i in range(len(counts_at.plan)):
+        out = FakeOutput({"a": 5}, {"a": [7] * 4})
+        rt.on_schedule_start()
+        rt.on_schedule(sched, out)
+        steps.append(out.banditk_step)
+        rt.on_output_start(out)
+        if i:
+            rt.on_verified("a", 4, 2, None)
+        runner_output = SimpleNamespace()
+        setattr(runner_output, admitted_drafts.COUNTS_ATTR, counts_at(i, steps))
+        rt.on_output(sched, out, runner_output)
+    return rt, rt.policy.observed
+
+
+class _Plan:
+    def __init__(self, plan):
+        self.plan = plan  # per output: [(index of the step counted, admitted)]
+
+    def __call__(self, i, steps):
+        return [StepCounts(steps[j], {"a": n}) for j, n in self.plan[i]]
+
+
+def test_the_governor_is_credited_what_was_admitted_not_what_was_scheduled():
+    rt, observed = _decision_steps(_Plan([[], [(1, 2)], [(2, 3)]]))
+    assert [o.position_counts(4) for _, o in observed] == [([1, 1, 0, 0], [0, 0, 0, 0]), ([1, 1, 0, 0], [0, 0, 1, 0])]
+
+
+def test_a_credit_waits_for_counts_that_come_late():
+    rt, observed = _decision_steps(_Plan([[], [], [(1, 2)], [(2, 4), (3, 4)]]))
+    assert [o.position_counts(4) for _, o in observed] == [
+        ([1, 1, 0, 0], [0, 0, 0, 0]),  # step 1's came with output 2
+        ([1, 1, 0, 0], [0, 0, 1, 0]),
+        ([1, 1, 0, 0], [0, 0, 1, 0]),
+    ]
+
+
+def test_a_credit_whose_counts_never_come_teaches_time_not_acceptance():
+    plan = [[]] * (admitted_drafts.MAX_HELD + 4)
+    rt, observed = _decision_steps(_Plan(plan))
+    assert observed, "credits whose counts never came are not lost"
+    assert all(o.position_counts(4) == ([0] * 4, [0] * 4) and o.step_duration_s > 0 for _, o in observed)
+    rt.close()  # the rest, flushed
+    assert len(rt.policy.observed) == len(plan) - 1 and not rt._awaiting
