@@ -69,16 +69,11 @@ class GovernorRuntime:
         provenance: dict | None = None,
     ) -> None:
         self.settings = settings
-        self.policy = policy
+        self.set_policy(policy)
         self.k_max = int(settings.k_max)
         self.drafter_class = settings.drafter_class_for()
         self.fallback_k = settings.effective_fallback_k
         self.dynamic_k = dynamic_k
-        # The next step's prompt tokens cost a pass over the queue each step: only for a
-        # policy that reads them.
-        self._wants_prefill_hint = bool(getattr(policy, "wants_prefill_hint", False))
-        # Outcomes as counts per (drafted, accepted) pair, unless the policy reads rows.
-        self._wants_rows = bool(getattr(policy, "wants_rows", False))
         self.clock = clock
         # Call durations use the real monotonic clock: ``clock`` may be a test's broken one.
         self.breaker = SlowCallBreaker(settings.slow_call_ms / 1e3)
@@ -123,6 +118,15 @@ class GovernorRuntime:
         self._snapshot_obs = None
         ref = weakref.ref(self)
         atexit.register(lambda: (r := ref()) is not None and r.close())
+
+    def set_policy(self, policy: Any) -> None:
+        """Steer with ``policy`` from the next step (the per-request scheduler wraps the governor)."""
+        self.policy = policy
+        # The next step's prompt tokens cost a pass over the queue each step: only for a
+        # policy that reads them.
+        self._wants_prefill_hint = bool(getattr(policy, "wants_prefill_hint", False))
+        # Outcomes as counts per (drafted, accepted) pair, unless the policy reads rows.
+        self._wants_rows = bool(getattr(policy, "wants_rows", False))
 
     # ---- construction from vLLM -------------------------------------------------------------
 
