@@ -2,7 +2,7 @@
 
 For each installed vLLM (the CPU environment's, and the GPU wheel's Python fetched by
 ``tests/vllm_compat/gpu_wheel.py`` when ``--with-gpu-wheel`` is given), builds MRv2's
-``CudaGraphManager`` without a GPU (``banditk.testing.mrv2``), for the table the plugin
+``CudaGraphManager`` without a GPU (``lab.mrv2``), for the table the plugin
 installs and for today's one-row table, and counts the (K, batch size) pairs whose uniform
 decode batch dispatches outside a FULL graph of its own ladder: vLLM #56136's shadowing. No
 capture, no timing: it reads the dispatch tables.
@@ -29,7 +29,7 @@ MAX_NUM_SEQS = (16, 64, 256)
 def measure() -> dict:
     """This interpreter's vLLM: ladders and misses per table and max_num_seqs."""
     from banditk.adapter import graph_mode, vllm_compat
-    from banditk.testing.mrv2 import decode_query_lens, missed_full_graphs, probe_manager
+    from lab.mrv2 import decode_query_lens, missed_full_graphs, probe_manager
 
     ks = list(range(K_MAX + 1))
     rows = []

@@ -2,7 +2,7 @@
 90% of drafts and half 30% (issue 16).
 
 The live sweep's machinery (experiments/live_sweep.py: servers, vLLM's bench client, switch
-counts, the protocol's checks) on the split test pair (banditk/testing/split_pair.py), with the
+counts, the protocol's checks) on the split test pair (lab/split_pair.py), with the
 policy ``bandit-per-request``: the same bandit served with ``"per_request": true`` in its
 ``governor_config``, next to ``bandit``, no speculation and every fixed K. The
 bench client's random prompts end in either half of the vocabulary, so each point serves a mix.
@@ -73,8 +73,8 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, argparse.Namespace]:
 
 
 def build_split(args) -> tuple[str, str]:
-    from banditk.testing.split_pair import build_split_pair
     from banditk.testing.tiny_models import TinyModelSpec
+    from lab.split_pair import build_split_pair
 
     heads = max(args.hidden // 64, 1)
     pair = build_split_pair(
@@ -241,7 +241,7 @@ def build_report(points: list[dict], args, made_by: dict, per_request_dir: Path,
         }
     if pinned:
         report["per_request_pinned"] = pinned
-    report["setup"].update(split_agreement=list(args.split_agreement), pair="banditk/testing/split_pair.py")
+    report["setup"].update(split_agreement=list(args.split_agreement), pair="lab/split_pair.py")
     return report
 
 

@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
-from banditk.live.soak.run import machine, plot_rss, run_soak  # noqa: E402
-from banditk.live.soak.traffic import SoakConfig  # noqa: E402
+from lab.live.soak.run import machine, plot_rss, run_soak  # noqa: E402
+from lab.live.soak.traffic import SoakConfig  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -40,11 +40,11 @@ WARMUP_STEPS = 200
 
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
-from banditk.live.bench import Load, run_warm_then_measure, summarize  # noqa: E402
-from banditk.live.policies import server_env_for, speculative_config  # noqa: E402
-from banditk.live.repeats import combine as repeats_combine  # noqa: E402
-from banditk.live.server import VllmServer  # noqa: E402
 from banditk.switch_counts import log_switches  # noqa: E402
+from lab.live.bench import Load, run_warm_then_measure, summarize  # noqa: E402
+from lab.live.policies import server_env_for, speculative_config  # noqa: E402
+from lab.live.repeats import combine as repeats_combine  # noqa: E402
+from lab.live.server import VllmServer  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import live_judge  # noqa: E402
@@ -119,7 +119,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="runs of each point (default %(default)s), in rounds over the policies on the same servers, so a "
         "learning policy carries what it learnt into the next run as a long-running server does. The report's "
         "point takes each timing's median over the runs and pools the switch counts over all their steps; "
-        "each run is kept under the point's 'runs' (banditk/live/repeats.py)",
+        "each run is kept under the point's 'runs' (lab/live/repeats.py)",
     )
     p.add_argument(
         "--order",
@@ -211,7 +211,7 @@ def build_models(args) -> tuple[str, str]:
     from banditk.testing.tiny_models import TinyModelSpec, build_pair, build_tokenizer
 
     if args.random_model:
-        from banditk.live.models import build_random_llama
+        from lab.live.models import build_random_llama
 
         tok = args.models / "tokenizer-v512"
         if not (tok / "tokenizer.json").exists():

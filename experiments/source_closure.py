@@ -1,4 +1,4 @@
-"""The banditk/ sources a report depends on: the static import closure of the script that made it.
+"""The banditk/ and lab/ sources a report depends on: the static import closure of the script that made it.
 
 A report records ``provenance.sources_sha256``, a hash of every file under banditk/. That is
 exact and too strict: a change to the vLLM adapter makes every simulator report stale, though
@@ -10,7 +10,8 @@ The closure over-approximates what ran (an import on an untaken branch still cou
 the safe side. Code loaded by name is followed too: a string constant that spells a dotted
 banditk name (vLLM's ``--scheduler-cls``, ``python -m banditk.tools.cli``) counts as an import.
 A plugin loaded by entry point is not reachable from any import: steps that start vLLM add the
-package's vLLM entry points (:func:`vllm_entry_points`) to their entries.
+package's vLLM entry points (:func:`vllm_entry_points`) to their entries. The evaluation lab
+(lab/: the live harness) is followed and hashed as banditk/ is: a live report depends on it.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "banditk"
+#: The packages whose files a closure holds: the product and the lab that measures it.
+PACKAGES = (PACKAGE, "lab")
 
-#: A string constant that names a banditk module or attribute: ``banditk.adapter.scheduler.Cls``.
-_DOTTED = re.compile(rf"{PACKAGE}(\.[A-Za-z_]\w*)+")
+#: A string constant that names a module or attribute of them: ``banditk.adapter.scheduler.Cls``.
+_DOTTED = re.compile(rf"(?:{'|'.join(PACKAGES)})(\.[A-Za-z_]\w*)+")
 
 
 def module_file(name: str, root: Path = ROOT) -> Path | None:
@@ -104,8 +107,8 @@ def imported_names(path: Path, root: Path = ROOT) -> set[str]:
     return {n for n in names if n}
 
 
-def closure(entry: Path, root: Path = ROOT, package: str = PACKAGE) -> list[Path]:
-    """Every ``package`` file reachable from ``entry``'s imports, sorted; local modules are followed.
+def closure(entry: Path, root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> list[Path]:
+    """Every file of ``packages`` reachable from ``entry``'s imports, sorted; local modules are followed.
 
     Local modules are those that resolve to a file under ``root`` (experiments/ helpers imported
     by bare name resolve against the entry's folder too). Each module brings its parent packages'
@@ -119,16 +122,16 @@ def closure(entry: Path, root: Path = ROOT, package: str = PACKAGE) -> list[Path
             continue
         seen.add(path)
         for name in imported_names(path, root):
-            for target in _resolve(name, path, root, package):
+            for target in _resolve(name, path, root, packages):
                 if target not in seen:
                     todo.append(target)
-    return sorted(p for p in seen if p.is_relative_to(root / package))
+    return sorted(p for p in seen if any(p.is_relative_to(root / package) for package in packages))
 
 
-def _resolve(name: str, importer: Path, root: Path, package: str) -> list[Path]:
+def _resolve(name: str, importer: Path, root: Path, packages: tuple[str, ...]) -> list[Path]:
     """The files running ``import name`` executes: its parent packages' ``__init__`` and itself."""
     parts = name.split(".")
-    if parts[0] != package:
+    if parts[0] not in packages:
         # A helper imported by bare name (scripts put experiments/ or a tests/ folder on sys.path):
         # every file of that name counts, the safe side.
         return local_helpers(root).get(name, []) if len(parts) == 1 else []
@@ -141,7 +144,7 @@ def _resolve(name: str, importer: Path, root: Path, package: str) -> list[Path]:
                 init = module_file(".".join(parts[:-1]), root)
                 lazy = _lazy_public(init) if init is not None and init.name == "__init__.py" else {}
                 if parts[-1] in lazy:
-                    out += _resolve(lazy[parts[-1]], importer, root, package)
+                    out += _resolve(lazy[parts[-1]], importer, root, packages)
             break
         out.append(found)
     return out
@@ -192,11 +195,11 @@ def stamp_for(entries: tuple[str, ...], root: Path = ROOT, exclude: tuple[str, .
 
 
 def extract_commit(commit: str, dest: Path, root: Path = ROOT) -> bool:
-    """Write the tree of ``commit`` (banditk/, experiments/, tests/, pyproject.toml) under
-    ``dest``; False when git does not know the commit."""
-    tar = subprocess.run(
-        ["git", "archive", commit, PACKAGE, "experiments", "tests", "pyproject.toml"], cwd=root, capture_output=True
-    )
+    """Write the tree of ``commit`` (banditk/, lab/ where it has one, experiments/, tests/,
+    pyproject.toml) under ``dest``; False when git does not know the commit."""
+    listed = subprocess.run(["git", "ls-tree", "--name-only", commit], cwd=root, capture_output=True, text=True)
+    paths = [p for p in (*PACKAGES, "experiments", "tests", "pyproject.toml") if p in listed.stdout.split()]
+    tar = subprocess.run(["git", "archive", commit, *paths], cwd=root, capture_output=True)
     if tar.returncode != 0:
         return False
     with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:

@@ -7,7 +7,7 @@ For a telemetry log written by the vLLM adapter (``governor_config.telemetry_log
 prints, per 1,000 decided steps, the raw K changes and the oscillations of
 docs/evaluation.md, the K changes by cause (fallback, bucket change, next to a prompt
 chunk, a flip within one state next to a chunk, a decode-only flip within one state), the
-decode-only flips per bucket, and the step clock's noise (:mod:`banditk.live.clock`) in the
+decode-only flips per bucket, and the step clock's noise (:mod:`lab.live.clock`) in the
 simulator's terms. ``--json`` writes the same numbers.
 """
 
@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
 from banditk.io.trace import read_trace  # noqa: E402
-from banditk.live.clock import clock_noise  # noqa: E402
 from banditk.switch_counts import log_switches  # noqa: E402
+from lab.live.clock import clock_noise  # noqa: E402
 
 
 def analyse(path: Path, t0: float = float("-inf"), t1: float = float("inf")) -> dict:

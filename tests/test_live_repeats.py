@@ -1,8 +1,8 @@
-"""banditk.live.repeats: several runs of a live point become one, without hiding any run."""
+"""lab.live.repeats: several runs of a live point become one, without hiding any run."""
 
 import pytest
 
-from banditk.live.repeats import combine
+from lab.live.repeats import combine
 
 
 def run(throughput, p99, decided, causes, k_hist):

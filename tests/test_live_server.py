@@ -1,12 +1,12 @@
-"""banditk.live.server: a start-up that loses its port to another process is retried on a fresh one."""
+"""lab.live.server: a start-up that loses its port to another process is retried on a fresh one."""
 
 import sys
 import textwrap
 
 import pytest
 
-from banditk.live import server as live_server
-from banditk.live.server import ServerError, VllmServer
+from lab.live import server as live_server
+from lab.live.server import ServerError, VllmServer
 
 #: Stands in for `vllm serve`: the first start-up dies as vLLM does when its port was taken,
 #: later ones answer /v1/models on the port they are given.

@@ -1,4 +1,4 @@
-"""The live soak (experiments/live_soak.py, banditk/live/soak/): its pure pieces, the client
+"""The live soak (experiments/live_soak.py, lab/live/soak/): its pure pieces, the client
 against a fake SSE server, and a short real run of the governed `vllm serve` on CPU."""
 
 import importlib.util
@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from banditk.live.soak import faults, memory, probes, traffic
-from banditk.live.soak.memory import rss_slope_mb_per_hour
-from banditk.live.soak.traffic import Arrival, SoakConfig, poisson_schedule
+from lab.live.soak import faults, memory, probes, traffic
+from lab.live.soak.memory import rss_slope_mb_per_hour
+from lab.live.soak.traffic import Arrival, SoakConfig, poisson_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ SPEC.loader.exec_module(live_sweep)
 
 
 def test_a_bare_table_is_the_table_flag_and_every_policy_builds_a_config(tmp_path):
-    from banditk.live.policies import speculative_config
+    from lab.live.policies import speculative_config
 
     args = live_sweep.parse_args(["--policies", "nospec,table,bandit", "--table", "[[1,4,2],[5,256,0]]"])
     assert args.policies == ["nospec", "table:[[1,4,2],[5,256,0]]", "bandit"]
@@ -30,7 +30,7 @@ def test_bandit_context_reaches_the_governor_with_the_shipped_context_edges(tmp_
     from banditk.adapter.settings import split_speculative_config
     from banditk.core.buckets import DEFAULT_CONTEXT_EDGES
     from banditk.core.config import GovernorConfig
-    from banditk.live.policies import speculative_config
+    from lab.live.policies import speculative_config
 
     spec = speculative_config("bandit+context", draft="/draft", k_max=3, work_dir=tmp_path)
     _, settings = split_speculative_config(spec)

@@ -87,7 +87,7 @@ def test_help_names_every_option(capsys):
 def test_the_printed_command_serves_and_shows_banditk_metrics(capsys, tmp_path):
     """A new user's path end to end: run OUT/serve.sh as printed, send the printed request, read /metrics."""
     pytest.importorskip("vllm")
-    from banditk.live.server import free_port
+    from lab.live.server import free_port
 
     port = free_port()
     rc, out, _ = run(capsys, "--out", str(tmp_path / "ex"), "--port", str(port))

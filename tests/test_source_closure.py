@@ -115,6 +115,21 @@ def test_a_dotted_banditk_string_counts_as_an_import(tree):
     ]  # and not banditk.gov, which only banditk's lazy-name map spells
 
 
+def test_the_lab_is_followed_and_hashed_as_the_package_is(tree):
+    """A live script reaches the package through lab/ (the harness the package does not ship):
+    both count, by import and by dotted name, and a lab change moves the stamp."""
+    write(tree, "lab/__init__.py")
+    write(tree, "lab/live/__init__.py")
+    write(tree, "lab/live/server.py", "import banditk.adapter.plugin\n")
+    write(tree, "lab/live/bench.py")
+    script = write(tree, "experiments/live.py", "from lab.live import server\nMOD = 'lab.live.bench'\n")
+    got = {p.relative_to(tree).as_posix() for p in sc.closure(script, tree)}
+    assert {"lab/__init__.py", "lab/live/server.py", "lab/live/bench.py", "banditk/adapter/plugin.py"} <= got
+    before = sc.stamp_for(("experiments/live.py",), tree)
+    write(tree, "lab/live/bench.py", "X = 1\n")
+    assert sc.stamp_for(("experiments/live.py",), tree)["sha256"] != before["sha256"]
+
+
 def test_vllm_entry_points_are_the_modules_pyproject_registers_with_vllm(tree):
     write(tree, "pyproject.toml", (
         '[project.entry-points."vllm.general_plugins"]\nb = "banditk.adapter.plugin:register"\n'

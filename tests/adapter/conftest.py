@@ -26,9 +26,9 @@ def tiny_pair(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def split_pair(tmp_path_factory):
-    """The split pair (banditk/testing/split_pair.py): requests in one half accept 90% of drafts, in the other 30%."""
+    """The split pair (lab/split_pair.py): requests in one half accept 90% of drafts, in the other 30%."""
     pytest.importorskip("transformers")
-    from banditk.testing.split_pair import build_split_pair
+    from lab.split_pair import build_split_pair
 
     root = os.environ.get("BANDITK_TEST_MODELS") or str(tmp_path_factory.mktemp("models"))
     return build_split_pair(root, agreement=(0.9, 0.3))

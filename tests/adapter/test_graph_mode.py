@@ -1,7 +1,7 @@
 """Full CUDA graphs for every K: the table, MRv2's ladders and their dispatch, the server mode.
 
 No GPU: vLLM's Model Runner V2 modules import on CPU, and its graph manager is built with the
-platform stubbed (banditk.testing.mrv2); nothing is captured.
+platform stubbed (lab.mrv2); nothing is captured.
 """
 
 import inspect
@@ -40,7 +40,7 @@ def cuda_platform(monkeypatch):
 @pytest.mark.parametrize("ks", [[0, 1, 2, 3, 4], [0, 1, 2, 4], [4], [1, 3]])
 def test_the_table_gives_every_k_of_the_arm_set_its_own_ladder(vllm_cpu, ks):
     from banditk.adapter.vllm_compat import dynamic_k_table, laddered_ks
-    from banditk.testing.mrv2 import decode_query_lens, probe_manager
+    from lab.mrv2 import decode_query_lens, probe_manager
 
     table = dynamic_k_table(ks, 64)
     assert laddered_ks(table, 64) == sorted(ks)
@@ -49,7 +49,7 @@ def test_the_table_gives_every_k_of_the_arm_set_its_own_ladder(vllm_cpu, ks):
 
 def test_todays_one_row_table_captures_the_k_max_ladder_alone(vllm_cpu):
     """Why the table must list every K: with [[1, max, K_max]] the smaller K have no full graph."""
-    from banditk.testing.mrv2 import decode_query_lens, probe_manager
+    from lab.mrv2 import decode_query_lens, probe_manager
 
     assert decode_query_lens(probe_manager([[1, 64, K_MAX]], K_MAX, 64)) == {1 + K_MAX}
 
@@ -58,7 +58,7 @@ def test_the_installed_vllm_shadows_ladders_as_the_version_list_says(vllm_cpu):
     """#56136: unmended, some uniform batches of some K miss their ladder's full graph. When a
     vLLM release fixes it, this fails until LADDER_SHADOWING_VERSIONS leaves that release out."""
     from banditk.adapter import vllm_compat
-    from banditk.testing.mrv2 import missed_full_graphs, probe_manager
+    from lab.mrv2 import missed_full_graphs, probe_manager
 
     ks = range(K_MAX + 1)
     manager = vllm_compat.graph_manager_class()
@@ -73,7 +73,7 @@ def test_the_installed_vllm_shadows_ladders_as_the_version_list_says(vllm_cpu):
 @pytest.mark.parametrize("max_num_seqs", [8, 64, 256])
 def test_the_mend_gives_every_uniform_batch_its_ladders_full_graph(vllm_cpu, max_num_seqs):
     from banditk.adapter import graph_mode, vllm_compat
-    from banditk.testing.mrv2 import missed_full_graphs, probe_manager
+    from lab.mrv2 import missed_full_graphs, probe_manager
 
     ks = range(K_MAX + 1)
     m = probe_manager(vllm_compat.dynamic_k_table(ks, max_num_seqs), K_MAX, max_num_seqs)
@@ -90,7 +90,7 @@ def test_the_mend_gives_every_uniform_batch_its_ladders_full_graph(vllm_cpu, max
 
 def test_the_mend_adds_nothing_where_nothing_is_shadowed(vllm_cpu):
     from banditk.adapter import graph_mode, vllm_compat
-    from banditk.testing.mrv2 import probe_manager
+    from lab.mrv2 import probe_manager
 
     m = probe_manager([[1, 64, K_MAX]], K_MAX, 64)  # one ladder cannot shadow itself
     assert graph_mode.mend_shadowed_ladders(m._candidates, vllm_compat.full_graph_descs(m)) == 0
@@ -112,7 +112,7 @@ class FakeCapture:
 
 def test_the_capture_meter_charges_each_graphs_memory_to_its_k(vllm_cpu):
     from banditk.adapter import graph_mode, vllm_compat
-    from banditk.testing.mrv2 import probe_manager
+    from lab.mrv2 import probe_manager
 
     m = probe_manager(vllm_compat.dynamic_k_table([0, 2, 4], 16), K_MAX, 16)
     offset = vllm_compat.decode_k_offset(m)
@@ -251,7 +251,7 @@ def test_on_a_cuda_platform_the_plugin_lists_the_arm_set_and_mrv2_keeps_full_gra
     from vllm.config import CUDAGraphMode
 
     from banditk.adapter import graph_mode, vllm_compat
-    from banditk.testing.mrv2 import decode_query_lens, probe_manager
+    from lab.mrv2 import decode_query_lens, probe_manager
 
     monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
     with caplog.at_level(logging.INFO, logger="vllm.banditk"):

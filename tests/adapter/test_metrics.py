@@ -329,8 +329,8 @@ def metric(m, name, **labels):
 def test_live_server_metrics_agree_with_the_telemetry_log(vllm_cpu, tiny_pair, tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from banditk.live.server import VllmServer
     from banditk.testing.engines import CPU_ENV
+    from lab.live.server import VllmServer
 
     log_path = tmp_path / "steps.jsonl"
     spec = {

@@ -7,7 +7,7 @@ import pytest
 from hand_scheduler import answer, async_scheduler
 
 from banditk.testing.engines import greedy_chain, metrics_delta, spec_metrics, tiny_llm
-from banditk.testing.split_pair import split_cycle_map, split_partial_map
+from lab.split_pair import split_cycle_map, split_partial_map
 
 NUM_SPECIAL = 3
 

@@ -104,3 +104,23 @@ def test_request_history_is_off_by_default_and_the_counts_still_add_up():
     assert t.num_tracked_requests == 0 and t.request_history("a") == []
     assert (t.num_drafts, t.num_draft_tokens, t.num_accepted_tokens) == (2, 3, 2)
     assert t.accepted_per_position.tolist() == [2, 0]
+
+
+def test_a_step_counted_per_pair_adds_up_as_its_requests_do():
+    """The runtime hands a large batch over as (drafted, accepted) counts: every total and
+    per-position count is what the same requests give one by one."""
+    rng = np.random.default_rng(3)
+    k = 4
+    steps = [[(f"r{i}", int(d), int(rng.integers(0, d + 1))) for i, d in enumerate(rng.integers(0, k + 1, 20))]]
+    steps.append([("x", 0, 0), ("y", 4, 4)])
+    by_request, by_pairs = Telemetry(k), Telemetry(k)
+    for verified in steps:
+        by_request.observe_requests(verified)
+        pairs = [0] * (k + 1) ** 2
+        for _, d, a in verified:
+            pairs[d * (k + 1) + a] += 1
+        by_pairs.observe_pairs(tuple(pairs))
+    for name in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
+        assert getattr(by_pairs, name) == getattr(by_request, name) > 0
+    for name in ("drafted_per_position", "accepted_per_position", "reached_per_position"):
+        assert getattr(by_pairs, name).tolist() == getattr(by_request, name).tolist()

@@ -4,7 +4,7 @@ mend against it. Prints one JSON line; exits non-zero on a failed assumption."""
 import json
 
 from banditk.adapter import graph_mode, vllm_compat
-from banditk.testing.mrv2 import decode_query_lens, missed_full_graphs, probe_manager
+from lab.mrv2 import decode_query_lens, missed_full_graphs, probe_manager
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ _WARM_THEN_MEASURE = (
     "    add_cli_args(p)\n"
     "    main(p.parse_args(argv))\n"
     "run(spec['warmup'])\n"
-    "from banditk.live.bench import measured_requests\n"
+    "from lab.live.bench import measured_requests\n"
     "with open(spec['warmup_result']) as f:\n"
     "    warm_s = float(json.load(f)['duration'])\n"
     "n = measured_requests(warm_s, spec['warmup_requests'], spec['min_requests'], spec['min_seconds'])\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from banditk.live.soak.faults import (
+from lab.live.soak.faults import (
     SnapshotWatcher,
     describe_orphans,
     metric_by_label,
@@ -22,9 +22,9 @@ from banditk.live.soak.faults import (
     telemetry_faults,
     wait_drained,
 )
-from banditk.live.soak.memory import RssSampler, rss_slope_mb_per_hour
-from banditk.live.soak.probes import compare_probes, first_difference, oracle_matches, probe_prompts, run_probes
-from banditk.live.soak.traffic import Counts, SoakConfig, Traffic, poisson_schedule
+from lab.live.soak.memory import RssSampler, rss_slope_mb_per_hour
+from lab.live.soak.probes import compare_probes, first_difference, oracle_matches, probe_prompts, run_probes
+from lab.live.soak.traffic import Counts, SoakConfig, Traffic, poisson_schedule
 
 
 def server_env(cache: Path) -> dict[str, str]:
@@ -54,7 +54,7 @@ def engine_args(max_num_seqs: int) -> list[str]:
 def governed_config(draft: str, cfg: SoakConfig, run_dir: Path) -> dict:
     """The soaked server's ``--speculative-config``: for the bandit, snapshots every
     ``cfg.snapshot_interval_s`` into ``run_dir/snapshot/`` and the telemetry log ``run_dir/telemetry.jsonl``."""
-    from banditk.live.policies import speculative_config
+    from lab.live.policies import speculative_config
 
     spec = speculative_config(cfg.policy, draft=draft, k_max=cfg.k_max, work_dir=run_dir, seed=cfg.seed)
     if cfg.policy != "bandit":
@@ -69,8 +69,8 @@ def reference_outputs(
     target: str, draft: str, cfg: SoakConfig, run_dir: Path, cache: Path, log=print, next_token=None
 ) -> dict:
     """The probes answered twice by vLLM's own static K (``fixed:k_max``, no governor)."""
-    from banditk.live.policies import speculative_config
-    from banditk.live.server import VllmServer
+    from lab.live.policies import speculative_config
+    from lab.live.server import VllmServer
 
     spec = speculative_config(f"fixed:{cfg.k_max}", draft=draft, k_max=cfg.k_max)
     server = VllmServer(target, run_dir / "server.log", spec, env=server_env(cache), args=engine_args(cfg.max_num_seqs))
@@ -103,7 +103,7 @@ def run_soak(
 
     ``next_token``: the cyclic target's map, if known; probes are then also checked against its greedy chain.
     """
-    from banditk.live.server import VllmServer
+    from lab.live.server import VllmServer
 
     runs = out / "runs"
     cache = runs / "vllm-cache"

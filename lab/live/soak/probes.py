@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from banditk.live.soak.traffic import SoakConfig, complete, random_prompt
+from lab.live.soak.traffic import SoakConfig, complete, random_prompt
 
 
 def probe_prompts(cfg: SoakConfig) -> list[tuple[int, ...]]:
