@@ -3,16 +3,11 @@ ranks as independent engines, and each rank's governor steers its own K (banditk
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.adapter.test_vllm_server import free_port, post
+from tests.adapter.test_vllm_server import post
 
 pytestmark = pytest.mark.vllm
 
@@ -20,9 +15,9 @@ pytestmark = pytest.mark.vllm
 def test_two_dense_ranks_each_govern_their_own_k_and_stay_exact(vllm_cpu, tiny_pair, tmp_path):
     from transformers import AutoTokenizer
 
+    from banditk.live.server import VllmServer
     from banditk.testing.engines import cpu_env, greedy_chain
 
-    port = free_port()
     spec = {
         "method": "draft_model",
         "model": tiny_pair.draft,
@@ -34,51 +29,36 @@ def test_two_dense_ranks_each_govern_their_own_k_and_stay_exact(vllm_cpu, tiny_p
             "telemetry_log": str(tmp_path / "steps.jsonl"),
         },
     }
-    env = {**os.environ, **cpu_env(in_process=False, cache_root=str(tmp_path / "cache"))}
+    env = cpu_env(in_process=False, cache_root=str(tmp_path / "cache"))
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # restore for the rest of this session
-    cmd = [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        *("--model", tiny_pair.target, "--host", "127.0.0.1", "--port", str(port)),
-        *("--dtype", "float32", "--enforce-eager", "--max-model-len", "512"),
-        *("--kv-cache-memory-bytes", str(64 << 20), "--max-num-seqs", "8"),
-        *("--data-parallel-size", "2", "--speculative-config", json.dumps(spec)),
-    ]
     log_path = tmp_path / "server.log"
+    server = VllmServer(
+        tiny_pair.target,
+        log_path,
+        spec,
+        env=env,
+        args=[
+            *("--dtype", "float32", "--enforce-eager", "--max-model-len", "512"),
+            *("--kv-cache-memory-bytes", str(64 << 20), "--max-num-seqs", "8"),
+            *("--data-parallel-size", "2"),
+        ],
+    )
     tok = AutoTokenizer.from_pretrained(tiny_pair.target)
     prompts = [f"def f{i}(x):" for i in range(8)]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            deadline = time.time() + 420
-            while True:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                assert proc.poll() is None, log_path.read_text()[-4000:]
-                assert time.time() < deadline, "server did not start"
-                time.sleep(1)
+    server.start(timeout_s=420)
+    try:
 
-            def complete(prompt):
-                body = {"model": tiny_pair.target, "prompt": prompt, "max_tokens": 24, "temperature": 0.0}
-                return post(f"http://127.0.0.1:{port}/v1/completions", {**body, "ignore_eos": True})
+        def complete(prompt):
+            body = {"model": tiny_pair.target, "prompt": prompt, "max_tokens": 24, "temperature": 0.0}
+            return post(f"{server.base_url}/v1/completions", {**body, "ignore_eos": True})
 
-            with ThreadPoolExecutor(4) as pool:  # concurrent, so that both ranks serve
-                answers = list(pool.map(complete, prompts * 2))
-            for prompt, r in zip(prompts * 2, answers, strict=True):
-                want = greedy_chain(tiny_pair.next_token, tok(prompt)["input_ids"][-1], 24)
-                assert r["choices"][0]["text"] == tok.decode(want), prompt
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        with ThreadPoolExecutor(4) as pool:  # concurrent, so that both ranks serve
+            answers = list(pool.map(complete, prompts * 2))
+        for prompt, r in zip(prompts * 2, answers, strict=True):
+            want = greedy_chain(tiny_pair.next_token, tok(prompt)["input_ids"][-1], 24)
+            assert r["choices"][0]["text"] == tok.decode(want), prompt
+    finally:
+        server.stop(grace_s=90)
     text = log_path.read_text()
     assert "each rank's governor steers its own K" in text, text[-3000:]
     assert "will observe only" not in text
