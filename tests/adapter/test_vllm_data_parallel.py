@@ -15,8 +15,8 @@ pytestmark = pytest.mark.vllm
 def test_two_dense_ranks_each_govern_their_own_k_and_stay_exact(vllm_cpu, tiny_pair, tmp_path):
     from transformers import AutoTokenizer
 
-    from lab.live.server import VllmServer
     from banditk.testing.engines import cpu_env, greedy_chain
+    from lab.live.server import VllmServer
 
     spec = {
         "method": "draft_model",
