@@ -1,6 +1,6 @@
 """Data parallelism in lockstep: one K for every rank, against the best fixed K (issue 50).
 
-Ranks with unequal loads run in lockstep (banditk/sim/data_parallel.py): every rank drafts the
+Ranks with unequal loads run in lockstep (lab/lockstep_sim.py): every rank drafts the
 step's K, and a step lasts as long as its slowest rank. Two MoE deployments where vLLM runs
 data-parallel attention with expert parallelism:
 
@@ -36,8 +36,8 @@ from pooled import run_pooled  # noqa: E402
 
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
-from banditk.sim.data_parallel import run_lockstep  # noqa: E402
 from banditk.sim.scenario import load_scenario  # noqa: E402
+from lab.lockstep_sim import run_lockstep  # noqa: E402
 
 SCENARIOS = {
     "glm5.2": ROOT / "experiments" / "scenarios" / "data-parallel" / "mtp-glm5.2-8xh200.json",

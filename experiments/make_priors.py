@@ -36,8 +36,8 @@ from banditk.core.buckets import DEFAULT_BUCKET_EDGES  # noqa: E402
 from banditk.core.errors import BanditkError  # noqa: E402
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
-from banditk.io.recording import RecordingPolicy  # noqa: E402
 from banditk.policies.explore import RandomKPolicy  # noqa: E402
+from lab.recording import RecordingPolicy  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "experiments"))
 import cpu_prior  # noqa: E402

@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from banditk.io.atomic import atomic_write_text  # noqa: E402
-from banditk.tools.soak import run_soak  # noqa: E402
+from lab.synthetic_soak import run_soak  # noqa: E402
 
 
 def main() -> int:

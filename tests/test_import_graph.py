@@ -1,12 +1,16 @@
-"""No import cycles: in banditk/, between the package's modules, and among experiments/ scripts.
+"""No import cycles, and nothing in the package that only the lab uses.
 
-Imports inside functions count too: a lazy import that closes a cycle still ties the two modules
-to each other's shape.
+No cycles in banditk/, between the package's modules, or among experiments/ scripts. Imports
+inside functions count too: a lazy import that closes a cycle still ties the two modules to each
+other's shape. Every module of banditk/ is reachable from what a user runs; one that only
+experiments/ or tests/ import belongs in lab/.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,3 +94,34 @@ def test_experiments_have_no_import_cycle():
     known = set(scripts)
     graph = {m: imports_of(p, known, None) - {m} for m, p in scripts.items()}
     assert cycles(graph) == []
+
+
+def _source_closure():
+    spec = importlib.util.spec_from_file_location("source_closure", ROOT / "experiments" / "source_closure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def product_entries(sc) -> list[Path]:
+    """What a user's process imports first: the package, its commands and every entry point vLLM loads."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    targets = list(project.get("scripts", {}).values())
+    for points in project.get("entry-points", {}).values():
+        targets += points.values()
+    paths = [sc.module_file(t.split(":")[0].strip()) for t in targets]
+    assert all(paths), f"pyproject.toml names a module that is not in the tree: {targets}"
+    return [ROOT / "banditk" / "__init__.py", *paths]
+
+
+def test_every_package_module_is_reachable_from_what_a_user_runs():
+    sc = _source_closure()
+    reached = set()
+    for entry in product_entries(sc):
+        reached |= set(sc.closure(entry, ROOT, ("banditk",)))
+    unreached = sorted(
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "banditk").rglob("*.py")
+        if p not in reached and p.name != "conftest.py"  # pytest's doctest collection settings
+    )
+    assert unreached == [], f"only experiments/ or tests/ import these: move them to lab/: {unreached}"

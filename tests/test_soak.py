@@ -5,7 +5,7 @@ The full form (1M steps, 100k requests) is `python experiments/soak.py` (`make s
 
 import pytest
 
-from banditk.tools.soak import run_soak
+from lab.synthetic_soak import run_soak
 
 
 def test_soak_short_keeps_state_bounded():

@@ -49,9 +49,9 @@ def test_trace_without_header_or_steps(tmp_path):
 def test_recording_policy_writes_what_the_fitter_reads(tmp_path):
     from streams import run_stream
 
-    from banditk.io.recording import RecordingPolicy
     from banditk.policies import make_policy
     from banditk.tools.synthetic import SyntheticTruth
+    from lab.recording import RecordingPolicy
 
     truth = SyntheticTruth()
     path = tmp_path / "rec.jsonl"

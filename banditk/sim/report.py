@@ -6,6 +6,23 @@ import json
 import os
 from pathlib import Path
 
+#: Levels written one item per line; anything deeper goes on one line. A sweep's per-step series
+#: (regret, convergence) then cost no indentation: the report is less than half the size and
+#: still reads, and diffs, by policy and point.
+INDENTED_LEVELS = 3
+
+
+def report_json(value, depth: int = 0) -> str:
+    """``value`` as JSON, indented for its first :data:`INDENTED_LEVELS` levels and compact below."""
+    if depth >= INDENTED_LEVELS or not isinstance(value, (dict, list)) or not value:
+        return json.dumps(value, separators=(",", ":"), default=float)
+    pad = " " * (depth + 1)
+    if isinstance(value, dict):
+        lines = [f"{pad}{json.dumps(str(k))}: {report_json(v, depth + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(lines) + "\n" + " " * depth + "}"
+    lines = [pad + report_json(v, depth + 1) for v in value]
+    return "[\n" + ",\n".join(lines) + "\n" + " " * depth + "]"
+
 
 def write_report(report: dict, out_dir: str | Path) -> Path:
     """Write ``report.json`` atomically under ``out_dir``; return its path."""
@@ -13,7 +30,7 @@ def write_report(report: dict, out_dir: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "report.json"
     tmp = out / ".report.json.tmp"
-    tmp.write_text(json.dumps(report, indent=1, default=float) + "\n")
+    tmp.write_text(report_json(report) + "\n")
     os.replace(tmp, path)
     return path
 

@@ -17,13 +17,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_profile_calibrated_from_the_prior_s_telemetry_predicts_its_step_times(tmp_path):
-    from banditk.io.recording import RecordingPolicy
     from banditk.policies.explore import RandomKPolicy
     from banditk.sim import hardware as hwmod
     from banditk.sim.engine import Simulator
     from banditk.sim.models import get_model
     from banditk.sim.scenario import parse_scenario
     from banditk.sim.step_time import StepCostModel
+    from lab.recording import RecordingPolicy
 
     trace = tmp_path / "telemetry.jsonl"
     scn = parse_scenario(scenario(1, phases=[(600, 2), (1200, 4), (1800, 8)]))

@@ -4,9 +4,9 @@ time for all, each rank credited the K it played and that time."""
 import pytest
 
 from banditk.core.types import Decision
-from banditk.sim.data_parallel import Lockstep, build_group, run_lockstep
 from banditk.sim.engine import Trace
 from banditk.sim.scenario import parse_scenario
+from lab.lockstep_sim import Lockstep, build_group, run_lockstep
 
 BASE = parse_scenario(
     {

@@ -32,11 +32,11 @@ def scenario(concurrency, phases=()):
 
 
 def test_calibration_and_prediction_recover_the_simulators_own_sweep(tmp_path):
-    from banditk.io.recording import RecordingPolicy
     from banditk.policies.explore import RandomKPolicy
     from banditk.sim.engine import Simulator
     from banditk.sim.run import run_policy
     from banditk.sim.scenario import parse_scenario
+    from lab.recording import RecordingPolicy
 
     live = tmp_path / "live"
     (live / "runs" / "bandit").mkdir(parents=True)
