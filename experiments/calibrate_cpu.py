@@ -14,14 +14,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from banditk.sim import hardware as hwmod
-from banditk.sim.acceptance import expected_tokens
-from banditk.sim.models import get_model
-from banditk.sim.step_time import StepCostModel
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
+
+from banditk.sim import hardware as hwmod  # noqa: E402
+from banditk.sim.acceptance import expected_tokens  # noqa: E402
+from banditk.sim.models import get_model  # noqa: E402
+from banditk.sim.step_time import StepCostModel  # noqa: E402
 
 #: VLLM_ON_CPU.md, "The load trade-off exists here": (concurrency, K or None for nospec) -> (low, high) tok/s.
 MEASURED = {

@@ -21,8 +21,11 @@ import statistics
 import sys
 from pathlib import Path
 
-from banditk.io.atomic import atomic_write_text
-from banditk.io.provenance import provenance
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
+
+from banditk.io.atomic import atomic_write_text  # noqa: E402
+from banditk.io.provenance import provenance  # noqa: E402
 
 #: Seconds without a step that separate two runs of a server.
 GAP_S = 20.0

@@ -26,6 +26,7 @@ from pathlib import Path
 from readme_results import SWEEP_REPORTS, ReportError, load_report
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
 GOVERNED = ("bandit", "bandit+prior")
 
 

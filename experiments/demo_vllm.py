@@ -26,6 +26,10 @@ import os
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
 
 
 def parse_args(argv=None) -> argparse.Namespace:

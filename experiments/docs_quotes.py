@@ -35,9 +35,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from banditk.io.atomic import atomic_write_text
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
+
+from banditk.io.atomic import atomic_write_text  # noqa: E402
+
 #: The pages whose quotes this keeps; docs/results.md is generated whole by readme_results.py.
 PAGES = ("docs/*.md", "priors/README.md")
 QUOTE = re.compile(

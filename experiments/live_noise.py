@@ -34,11 +34,13 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from banditk.evaluation import THRESHOLDS
-from banditk.io.atomic import atomic_write_text
-from banditk.io.provenance import provenance
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
+
+from banditk.evaluation import THRESHOLDS  # noqa: E402
+from banditk.io.atomic import atomic_write_text  # noqa: E402
+from banditk.io.provenance import provenance  # noqa: E402
+
 #: Live reports: the repeated ones' throughput checks and every one's oscillation counts are read.
 DEFAULT_REPORTS = (
     "results/live",

@@ -35,11 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import live_sweep  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
+
 from banditk.evaluation import point_checks, record, summary  # noqa: E402
 from banditk.io.atomic import atomic_write_text  # noqa: E402
 from banditk.io.provenance import provenance  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 PER_REQUEST = "bandit-per-request"
 DEFAULT_POLICIES = f"nospec,fixed:1,fixed:2,fixed:3,bandit,{PER_REQUEST}"
 #: Issue 16's live target: per-request throughput at least this times the bandit's at each point.

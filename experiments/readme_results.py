@@ -29,9 +29,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from banditk.io.atomic import atomic_write_text
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
+
+from banditk.io.atomic import atomic_write_text  # noqa: E402
+
 README = ROOT / "README.md"
 DOC = ROOT / "docs" / "results.md"
 RESULTS = ROOT / "results"

@@ -20,11 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from banditk.io.priorfile import load_prior_file as load_prior
-from banditk.sim.checks import THRESHOLDS
-from banditk.sim.policies import find_shipped_prior
-from banditk.sim.run import run_policy
-from banditk.sim.scenario import load_scenario
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
+
+from banditk.io.priorfile import load_prior_file as load_prior  # noqa: E402
+from banditk.sim.checks import THRESHOLDS  # noqa: E402
+from banditk.sim.policies import find_shipped_prior  # noqa: E402
+from banditk.sim.run import run_policy  # noqa: E402
+from banditk.sim.scenario import load_scenario  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 

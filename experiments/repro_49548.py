@@ -26,8 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from banditk.sim.run import run_policy
-from banditk.sim.scenario import load_scenario
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
+
+from banditk.sim.run import run_policy  # noqa: E402
+from banditk.sim.scenario import load_scenario  # noqa: E402
 
 SCN = Path(__file__).resolve().parent / "scenarios" / "49548.json"
 TARGETS = {"single_stream_full": 59.6, "single_stream_piecewise": 50.0, "static_k2_c8": 232.0}

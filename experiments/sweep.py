@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from banditk.sim.cli import add_sweep_parser
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
+
+from banditk.sim.cli import add_sweep_parser  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from banditk.core.config import GovernorConfig
-from banditk.core.types import StepContext
-from banditk.governor import BanditGovernor
-from banditk.io.atomic import atomic_write_text
-from banditk.tools.synthetic import SyntheticTruth
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's banditk, not the one an editable install points at
+
+from banditk.core.config import GovernorConfig  # noqa: E402
+from banditk.core.types import StepContext  # noqa: E402
+from banditk.governor import BanditGovernor  # noqa: E402
+from banditk.io.atomic import atomic_write_text  # noqa: E402
+from banditk.tools.synthetic import SyntheticTruth  # noqa: E402
 
 SETTINGS = ((0.0, 1), (0.03, 1), (0.03, 4), (0.03, 8), (0.03, 16))
 
