@@ -587,3 +587,18 @@ def test_av_section_and_summary_from_the_sweeps_that_ran_it():
     )
     assert rr.render_av([("results/sweep-b/report.json", SWEEP_B)]) is None
     assert rr.summarize_av([]) is None
+
+
+def test_results_holds_only_what_is_quoted():
+    """Every entry of results/ is a report the README's block quotes or a page names
+    (README.md, docs/, priors/README.md); anything else leaves the tree (git history keeps it)."""
+    quoted = {p.relative_to(rr.RESULTS).parts[0] for p in rr.quoted_reports()}
+    pages = [ROOT / "README.md", ROOT / "priors" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    text = "\n".join(p.read_text() for p in pages)
+    tracked = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout: the committed results/ is unknown")
+    # Tracked entries only: `make demo` writes results/demo*, which git ignores.
+    entries = {Path(line).parts[1] for line in tracked.stdout.splitlines() if len(Path(line).parts) > 1}
+    unquoted = sorted(e for e in entries - {".keep"} if e not in quoted and f"results/{e}" not in text)
+    assert unquoted == [], f"results/ entries nothing quotes (remove them, or quote them): {unquoted}"
