@@ -528,7 +528,7 @@ def stamp_reports(step: Step, made_by: dict | None = None) -> list[Path]:
             changed |= made.get("closure") != stamp
             made["closure"] = stamp
         if changed:
-            atomic_write_text(path, json.dumps(report, indent=json_indent(text)) + "\n" * text.endswith("\n"))
+            atomic_write_text(path, dumps_like(report, text))
             out.append(path)
     return out
 
@@ -544,6 +544,16 @@ def _clean_stamp_due(made: object, commit_now: str, judged: tuple[str, ...] = ()
         return False
     stamp = made.get("closure")
     return not isinstance(stamp, dict) or stamp.get("excluded", []) != list(judged)
+
+
+def dumps_like(report: dict, text: str) -> str:
+    """``report`` serialised as ``text`` was: a protocol report keeps its layout (indented near
+    the top, compact below: banditk/sim/report.py), any other JSON its indent."""
+    from banditk.sim.report import report_json
+
+    if text == report_json(json.loads(text)) + "\n":
+        return report_json(report) + "\n"
+    return json.dumps(report, indent=json_indent(text)) + "\n" * text.endswith("\n")
 
 
 def json_indent(text: str) -> int | None:

@@ -165,6 +165,18 @@ def test_stamp_reports_stamps_only_reports_of_this_tree(tmp_path):
     assert regen.stamp_reports(regen.Step("live", "x.py", (), None, str(tmp_path / "out"))) == []  # no scope
 
 
+def test_stamping_keeps_a_protocol_reports_layout(tmp_path):
+    from banditk.sim.report import report_json
+
+    made = {**report(sources_sha256()), "regret": {"bandit": {"C=1": list(range(50))}}}
+    path = write(tmp_path, "out/report.json", report_json(made) + "\n")
+    step = regen.Step("s", "experiments/sweep.py", (), None, str(tmp_path / "out"), scope=("experiments/sweep.py",))
+    assert regen.stamp_reports(step) == [path]
+    stamped = json.loads(path.read_text())
+    assert "closure" in stamped["provenance"]
+    assert path.read_text() == report_json(stamped) + "\n"  # still compact below the top levels
+
+
 def test_a_report_from_edits_committed_unchanged_gets_the_commit_that_holds_them(tmp_path, monkeypatch):
     # A long step started with banditk/ edits outside its closure; they were committed while
     # it ran. The same sources hash means this commit's sources made it.
