@@ -170,8 +170,6 @@ def sim_steps() -> list[Step]:
              ("--scenario", "experiments/scenarios/49548.json", "--steps", "2000", "--workers", "1",
               "--out", "{q}/regret"),
              "results/regret", note="every shipped scenario, open-loop included, 1 seed"),
-        Step("convergence", "experiments/convergence.py", ("--out", "results/convergence"),
-             ("--phase-steps", "300", "--out", "{q}/convergence"), "results/convergence", minutes=1),
         Step("tradeoff-switching", "experiments/tradeoff_switching.py", ("--out", "results/tradeoff_switching.json"),
              ("--steps", "1200", "--seeds", "1", "--out", "{q}/tradeoff_switching.json"),
              "results/tradeoff_switching.json", minutes=3),
