@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from banditk.testing.tiny_models import SPECIAL_TOKENS, TinyModelSpec, _cyclic_weights, build_pair, cycle_map
+from banditk.testing.tiny_models import TinyModelSpec, _cyclic_weights, build_pair
 
 
 def build_moe_target(
@@ -76,10 +76,7 @@ def build_moe_pair(root: str | os.PathLike, *, agreement: float = 0.8, seed: int
     Mixtral target follows too.
     """
     pair = build_pair(root, agreement=agreement, seed=seed)
-    tokenizer = Path(root) / "tokenizer-v512"
-    f = cycle_map(len(pair.next_token), len(SPECIAL_TOKENS), seed)
-    assert np.array_equal(f, pair.next_token)
     target = Path(root) / f"mixtral-v512-s{seed}-e4k2"
     if not (target / "config.json").exists():
-        build_moe_target(target, f, tokenizer, seed=seed)
+        build_moe_target(target, pair.next_token, Path(root) / "tokenizer-v512", seed=seed)
     return str(target), pair

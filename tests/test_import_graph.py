@@ -9,9 +9,10 @@ experiments/ or tests/ import belongs in lab/.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import tomllib
 from pathlib import Path
+
+from experiment_scripts import load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,13 +97,6 @@ def test_experiments_have_no_import_cycle():
     assert cycles(graph) == []
 
 
-def _source_closure():
-    spec = importlib.util.spec_from_file_location("source_closure", ROOT / "experiments" / "source_closure.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def product_entries(sc) -> list[Path]:
     """What a user's process imports first: the package, its commands and every entry point vLLM loads."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -115,7 +109,7 @@ def product_entries(sc) -> list[Path]:
 
 
 def test_every_package_module_is_reachable_from_what_a_user_runs():
-    sc = _source_closure()
+    sc = load("source_closure")
     reached = set()
     for entry in product_entries(sc):
         reached |= set(sc.closure(entry, ROOT, ("banditk",)))

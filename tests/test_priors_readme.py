@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
+from experiment_scripts import load
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("experiments_priors_readme", ROOT / "experiments" / "priors_readme.py")
-pr = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = pr
-spec.loader.exec_module(pr)
+pr = load("priors_readme")
 
 
 def test_the_page_is_what_the_reports_give():

@@ -3,19 +3,16 @@ ranks as independent engines, and each rank's governor steers its own K (banditk
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.adapter.test_vllm_server import post
+from tests.adapter.test_vllm_server import assert_greedy_exact_concurrently
 
 pytestmark = pytest.mark.vllm
 
 
 def test_two_dense_ranks_each_govern_their_own_k_and_stay_exact(vllm_cpu, tiny_pair, tmp_path):
-    from transformers import AutoTokenizer
-
-    from banditk.testing.engines import cpu_env, greedy_chain
+    from banditk.testing.engines import cpu_env
     from lab.live.server import VllmServer
 
     spec = {
@@ -43,20 +40,10 @@ def test_two_dense_ranks_each_govern_their_own_k_and_stay_exact(vllm_cpu, tiny_p
             *("--data-parallel-size", "2"),
         ],
     )
-    tok = AutoTokenizer.from_pretrained(tiny_pair.target)
     prompts = [f"def f{i}(x):" for i in range(8)]
     server.start(timeout_s=420)
     try:
-
-        def complete(prompt):
-            body = {"model": tiny_pair.target, "prompt": prompt, "max_tokens": 24, "temperature": 0.0}
-            return post(f"{server.base_url}/v1/completions", {**body, "ignore_eos": True})
-
-        with ThreadPoolExecutor(4) as pool:  # concurrent, so that both ranks serve
-            answers = list(pool.map(complete, prompts * 2))
-        for prompt, r in zip(prompts * 2, answers, strict=True):
-            want = greedy_chain(tiny_pair.next_token, tok(prompt)["input_ids"][-1], 24)
-            assert r["choices"][0]["text"] == tok.decode(want), prompt
+        assert_greedy_exact_concurrently(server.base_url, tiny_pair.target, tiny_pair.next_token, prompts * 2)
     finally:
         server.stop(grace_s=90)
     text = log_path.read_text()

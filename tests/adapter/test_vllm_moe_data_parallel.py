@@ -15,11 +15,10 @@ on the server's PYTHONPATH only.
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.adapter.test_vllm_server import post
+from tests.adapter.test_vllm_server import assert_greedy_exact_concurrently
 
 pytestmark = pytest.mark.vllm
 
@@ -33,15 +32,19 @@ def moe_pair(tmp_path_factory):
     return build_moe_pair(root, agreement=0.8)
 
 
-def serve_moe(target, draft, tmp_path, governor_config: dict | None):
-    """A DP = 2 server of the Mixtral target with the dense draft (K = 3), governed when ``governor_config``."""
+def serve_moe(target, draft, tmp_path, governor_config: dict):
+    """A governed DP = 2 server of the Mixtral target with the dense draft (K_max = 3)."""
     from banditk.testing.engines import cpu_env
     from lab.cpu_collectives import plugin_path
     from lab.live.server import VllmServer
 
-    spec = {"method": "draft_model", "model": draft, "num_speculative_tokens": 3}
-    if governor_config is not None:
-        spec |= {"governor": "bandit", "governor_config": governor_config}
+    spec = {
+        "method": "draft_model",
+        "model": draft,
+        "num_speculative_tokens": 3,
+        "governor": "bandit",
+        "governor_config": governor_config,
+    }
     env = cpu_env(in_process=False, cache_root=str(tmp_path / "cache"))
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # restore for the rest of this session
     shim = plugin_path(tmp_path / "plugins")
@@ -59,28 +62,14 @@ def serve_moe(target, draft, tmp_path, governor_config: dict | None):
     )
 
 
-def test_two_moe_ranks_serve_exact_and_log_the_k_each_drafted(vllm_cpu, moe_pair, tmp_path):
-    from transformers import AutoTokenizer
-
-    from banditk.testing.engines import greedy_chain
-
+def test_two_moe_ranks_serve_exact_under_vllms_static_k(vllm_cpu, moe_pair, tmp_path):
     target, pair = moe_pair
     config = {"snapshot_path": str(tmp_path / "snapshot.json"), "snapshot_interval_s": 0}
     server = serve_moe(target, pair.draft, tmp_path, config)
-    tok = AutoTokenizer.from_pretrained(target)
     prompts = [f"def f{i}(x):" for i in range(8)]
     server.start(timeout_s=420)
     try:
-
-        def complete(prompt):
-            body = {"model": target, "prompt": prompt, "max_tokens": 24, "temperature": 0.0, "ignore_eos": True}
-            return post(f"{server.base_url}/v1/completions", body)
-
-        with ThreadPoolExecutor(4) as pool:  # concurrent, so that both ranks serve
-            answers = list(pool.map(complete, prompts * 2))
-        for prompt, r in zip(prompts * 2, answers, strict=True):
-            want = greedy_chain(pair.next_token, tok(prompt)["input_ids"][-1], 24)
-            assert r["choices"][0]["text"] == tok.decode(want), prompt
+        assert_greedy_exact_concurrently(server.base_url, target, pair.next_token, prompts * 2)
     finally:
         server.stop(grace_s=90)
     text = (tmp_path / "server.log").read_text()

@@ -32,6 +32,28 @@ def post(url, body):
         return json.loads(r.read())
 
 
+def assert_greedy_exact_concurrently(base_url, model, next_token, prompts, max_tokens=24, workers=4):
+    """Greedy completions of ``prompts``, sent ``workers`` at a time (so every data-parallel rank
+    serves), each the target's map from the prompt's last token."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from transformers import AutoTokenizer
+
+    from banditk.testing.engines import greedy_chain
+
+    tok = AutoTokenizer.from_pretrained(model)
+
+    def complete(prompt):
+        body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True}
+        return post(f"{base_url}/v1/completions", body)
+
+    with ThreadPoolExecutor(workers) as pool:
+        answers = list(pool.map(complete, prompts))
+    for prompt, r in zip(prompts, answers, strict=True):
+        want = greedy_chain(next_token, tok(prompt)["input_ids"][-1], max_tokens)
+        assert r["choices"][0]["text"] == tok.decode(want), prompt
+
+
 def test_api_server_with_governor_answers_and_snapshots(vllm_cpu, tiny_pair, tmp_path):
     from transformers import AutoTokenizer
 
