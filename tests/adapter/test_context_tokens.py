@@ -111,7 +111,12 @@ K_MAX = 3
 
 
 def spec(tiny_pair):
-    cfg = {"seed": 0, "fallback_k": 2, "state_log_interval_s": 0}
+    cfg = {
+        "seed": 0,
+        "fallback_k": 2,
+        "state_log_interval_s": 0,
+        "slow_call_ms": 5000,
+    }  # the slow-call breaker (tested in test_runtime.py) must not trip on a loaded machine
     return {
         "method": "draft_model",
         "model": tiny_pair.draft,

@@ -46,7 +46,11 @@ def engine(vllm_cpu, tiny_pair):
         "model": tiny_pair.draft,
         "num_speculative_tokens": K_MAX,
         "governor": "bandit",
-        "governor_config": {"state_log_interval_s": 0, "seed": 0},
+        "governor_config": {
+            "state_log_interval_s": 0,
+            "seed": 0,
+            "slow_call_ms": 5000,
+        },  # the slow-call breaker (tested in test_runtime.py) must not trip on a loaded machine
     }
     with tiny_llm(tiny_pair.target, spec, enable_prefix_caching=True) as llm:
         yield llm

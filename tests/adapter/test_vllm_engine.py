@@ -610,7 +610,10 @@ def test_ngram_with_governor_generates(vllm_cpu, tiny_pair):
         "prompt_lookup_max": 3,
         "prompt_lookup_min": 1,
         "governor": "bandit",
-        "governor_config": {"state_log_interval_s": 0},
+        "governor_config": {
+            "state_log_interval_s": 0,
+            "slow_call_ms": 5000,
+        },  # the slow-call breaker (tested in test_runtime.py) must not trip on a loaded machine
     }
     prompt = " ".join(["x = 1"] * 6)
     with tiny_llm(tiny_pair.target, s) as llm:
